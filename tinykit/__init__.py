@@ -1,0 +1,40 @@
+"""tinykit: tiny random Hub models, tokenizers and datasets, and reproducibility tools for ML tests.
+
+Importing tinykit is cheap: the public functions are loaded on first use (PEP 562), so
+`import tinykit` never imports torch, transformers or datasets.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+# public name -> module that defines it
+_LAZY = {
+    "make_tiny": "tinykit.shrink.build",
+    "verify": "tinykit.shrink.verify",
+    "ShrinkSpec": "tinykit.shrink.spec",
+}
+
+__all__ = sorted([*_LAZY, "errors", "__version__"])
+
+if TYPE_CHECKING:
+    from tinykit.shrink.build import make_tiny
+    from tinykit.shrink.spec import ShrinkSpec
+    from tinykit.shrink.verify import verify
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    if name == "errors":
+        return importlib.import_module("tinykit.errors")
+    raise AttributeError(f"module 'tinykit' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return __all__

@@ -1,0 +1,88 @@
+"""Every exception tinykit raises, and the CLI exit code each one maps to.
+
+Messages follow one template: what failed (with identifiers). Why (actual vs expected).
+What to do next (an exact command, flag or edit).
+"""
+
+from __future__ import annotations
+
+
+class TinykitError(Exception):
+    """Root of the hierarchy: `except TinykitError` catches everything tinykit raises."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, **attrs: object) -> None:
+        super().__init__(message)
+        self.__dict__.update(attrs)
+
+    def __reduce__(self):  # keyword attributes would otherwise be lost across processes
+        return (_rebuild, (type(self), str(self), dict(self.__dict__)))
+
+
+def _rebuild(cls: type[TinykitError], message: str, attrs: dict) -> TinykitError:
+    return cls(message, **attrs)
+
+
+class UsageError(TinykitError, ValueError):
+    """A bad argument, option or input; exit 2."""
+
+    exit_code = 2
+
+
+class ShrinkConstraintError(UsageError):
+    """A requested size breaks an architecture invariant (.field, .value, .constraint)."""
+
+
+class UnsupportedModelError(UsageError):
+    """The source cannot be shrunk by tinykit (remote code, unknown model_type, no model class)."""
+
+
+class SetupError(TinykitError):
+    """The world around the code is not as needed (network, Hub, packages); exit 3."""
+
+    exit_code = 3
+
+
+class MissingDependencyError(SetupError, ImportError):
+    """An optional package is not installed."""
+
+
+class HubError(SetupError, OSError):
+    """A Hugging Face Hub request failed (.repo_id, .revision); the cause is kept."""
+
+
+class OfflineCacheMiss(HubError, FileNotFoundError):
+    """Offline mode is on and the files are not in the cache."""
+
+
+class DeviceUnavailableError(SetupError, RuntimeError):
+    """The hardware a check needs is missing, or was initialised in the wrong order."""
+
+
+class CheckFailed(TinykitError, AssertionError):
+    """A tinykit check found a real problem; exit 1. An AssertionError so unittest says FAIL."""
+
+
+class TinyArtifactInvalid(CheckFailed):
+    """A built artifact failed its own validation (.report)."""
+
+
+class NondeterminismError(CheckFailed):
+    """Two runs of the same seeded code differ (.first_diff, .seed)."""
+
+
+class DistributedTestFailed(CheckFailed):
+    """One or more ranks failed or timed out (.per_rank, .timed_out)."""
+
+
+class SnapshotMismatch(CheckFailed):
+    """A tensor differs from its golden snapshot."""
+
+
+class FixtureDrift(CheckFailed):
+    """A built fixture's files differ from fixtures/lock.json."""
+
+
+class TinykitWarning(UserWarning):
+    """Advice that does not stop the run."""
