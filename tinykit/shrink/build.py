@@ -116,10 +116,11 @@ def _build_into(tmp: Path, src: Source, spec: ShrinkSpec, recipes: tuple[str, ..
     remote = src.folder if trust_remote_code and "auto_map" in src.config else None
     shrunk = shrink_config(src.config, spec, recipes=recipes, remote_code=remote)
     cls = model_class(src, shrunk.config, remote is not None)
+    config = shrunk.config if remote else config_for(cls, shrunk.config)
     dtype = getattr(torch, spec.dtype)
     torch.manual_seed(spec.seed)
-    model = cls._from_config(shrunk.config, dtype=torch.float32) if remote is None else \
-        cls.from_config(shrunk.config, trust_remote_code=True)
+    model = cls._from_config(config, dtype=torch.float32) if remote is None else \
+        cls.from_config(config, trust_remote_code=True)
     model = model.to(dtype)
     _attach_generation_config(model, src, spec)
     model.save_pretrained(tmp)
@@ -150,6 +151,16 @@ def model_class(src: Source, config: Any, remote: bool) -> Any:
         f"{src.name}: no transformers model class for model_type {config.model_type!r}. "
         f"Name one in config.json 'architectures'.", model_type=config.model_type,
     )
+
+
+def config_for(cls: Any, config: Any) -> Any:
+    """The config `cls` is built from: a composite config's text/decoder part when the class
+    (a causal LM of a multimodal family, say) is made for that part alone."""
+    wanted = getattr(cls, "config_class", None)
+    if wanted is None or isinstance(config, wanted):
+        return config
+    subs = [getattr(config, name, None) for name in getattr(config, "sub_configs", {})]
+    return next((sub for sub in subs if isinstance(sub, wanted)), config)
 
 
 def _attach_generation_config(model: Any, src: Source, spec: ShrinkSpec) -> None:
