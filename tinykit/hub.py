@@ -129,8 +129,16 @@ def download_source(repo_id: str, revision: str | None = None) -> tuple[Path, st
             allow_patterns=SOURCE_PATTERNS,
             ignore_patterns=WEIGHT_PATTERNS,
         )
+    folder = Path(folder)
+    if not folder.is_dir():  # snapshot_download returns a folder it never made when nothing matched
+        raise HubError(
+            f"Hub repo {repo_id!r} holds none of the files tinykit reads (config, tokenizer, "
+            f"processor, chat template: {', '.join(SOURCE_PATTERNS)}). Check that it is a model "
+            "repo with a config.json, or pass a local folder instead.",
+            repo_id=repo_id, revision=revision,
+        )
     # The cache layout is .../snapshots/<commit sha>, online and offline alike.
-    return Path(folder), Path(folder).name
+    return folder, folder.name
 
 
 def push_folder(folder: Path, repo_id: str, *, repo_type: str = "model", private: bool = False) -> str:
