@@ -41,10 +41,17 @@ def test_download_source_gets_configs_and_tokenizer_but_never_weights(tiny_hub, 
     folder, sha = download_source(LLAMA)
     assert sha == HfApi().model_info(LLAMA).sha == folder.name
     assert sorted(p.name for p in folder.iterdir()) == [
-        "chat_template.jinja", "config.json", "generation_config.json", "special_tokens_map.json",
-        "tokenizer.json", "tokenizer.model", "tokenizer_config.json",
+        "chat_template.jinja",
+        "config.json",
+        "generation_config.json",
+        "special_tokens_map.json",
+        "tokenizer.json",
+        "tokenizer.model",
+        "tokenizer_config.json",
     ]
-    assert (folder / "tokenizer.model").read_bytes() == (HUB_FILES / LLAMA / "tokenizer.model").read_bytes()
+    assert (folder / "tokenizer.model").read_bytes() == (
+        HUB_FILES / LLAMA / "tokenizer.model"
+    ).read_bytes()
     assert tiny_hub.log.weight_files_requested() == []
     assert "model.safetensors.index.json" not in tiny_hub.log.files_requested()
 
@@ -57,21 +64,42 @@ def test_download_source_at_a_revision_returns_that_commit(tiny_hub, llama_with_
 
 
 _NAMES = st.sampled_from(
-    ["config.json", "a.safetensors", "b.bin", "c.pt", "d.gguf", "e.onnx", "f.msgpack", "g.h5",
-     "merges.txt", "spiece.model", "chat_template.jinja", "x.safetensors.index.json", "vocab.tiktoken",
-     "notes.md", "script.py", "tokenizer.model.v3"]
+    [
+        "config.json",
+        "a.safetensors",
+        "b.bin",
+        "c.pt",
+        "d.gguf",
+        "e.onnx",
+        "f.msgpack",
+        "g.h5",
+        "merges.txt",
+        "spiece.model",
+        "chat_template.jinja",
+        "x.safetensors.index.json",
+        "vocab.tiktoken",
+        "notes.md",
+        "script.py",
+        "tokenizer.model.v3",
+    ]
 )
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(names=st.sets(_NAMES, min_size=1, max_size=8))
-def test_download_source_never_requests_a_weight_file_whatever_the_repo_holds(tiny_hub, tmp_path_factory, names):
+def test_download_source_never_requests_a_weight_file_whatever_the_repo_holds(
+    tiny_hub, tmp_path_factory, names
+):
     folder = tmp_path_factory.mktemp("repo")
     for name in names:
         (folder / name).write_bytes(b"x")
     tiny_hub.log.clear()
     tiny_hub.add_model("org/any", folder)
-    wanted = {n for n in names if not n.endswith((".md", ".py", ".index.json")) and not is_weight_file(n)}
+    wanted = {
+        n for n in names if not n.endswith((".md", ".py", ".index.json")) and not is_weight_file(n)
+    }
     if not wanted:
         with pytest.raises(HubError, match="holds none of the files tinykit reads"):
             download_source("org/any")
@@ -141,9 +169,11 @@ def test_unreachable_hub_is_a_hub_error(tmp_path):
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    with use_endpoint(f"http://127.0.0.1:{port}", cache_dir=tmp_path / "cache"):
-        with pytest.raises(HubError, match=f"Could not reach the Hub at http://127.0.0.1:{port}") as e:
-            download_source(LLAMA)
+    with (
+        use_endpoint(f"http://127.0.0.1:{port}", cache_dir=tmp_path / "cache"),
+        pytest.raises(HubError, match=f"Could not reach the Hub at http://127.0.0.1:{port}") as e,
+    ):
+        download_source(LLAMA)
     assert not isinstance(e.value, OfflineCacheMiss)
 
 
@@ -166,11 +196,17 @@ def test_offline_mode_uses_the_cache_and_misses_clearly(tiny_hub, llama_with_wei
     _, sha = download_source(LLAMA)  # fills the per-test cache, which subprocesses inherit
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
     tiny_hub.log.clear()
-    hit = subprocess.run([sys.executable, "-c", _OFFLINE, LLAMA], env=env, capture_output=True, text=True)
+    hit = subprocess.run(
+        [sys.executable, "-c", _OFFLINE, LLAMA], env=env, capture_output=True, text=True
+    )
     assert hit.returncode == 0, hit.stderr
     assert hit.stdout.startswith(f"OK {sha} [")
-    miss = subprocess.run([sys.executable, "-c", _OFFLINE, "org/never-seen"], env=env, capture_output=True, text=True)
+    miss = subprocess.run(
+        [sys.executable, "-c", _OFFLINE, "org/never-seen"], env=env, capture_output=True, text=True
+    )
     assert miss.returncode == 3
-    assert miss.stdout.startswith("OfflineCacheMiss: Hub repo 'org/never-seen' is not in the local cache")
+    assert miss.stdout.startswith(
+        "OfflineCacheMiss: Hub repo 'org/never-seen' is not in the local cache"
+    )
     assert "HF_HUB_OFFLINE" in miss.stdout and len(miss.stdout.strip().splitlines()) == 1
     assert len(tiny_hub.log) == 0  # offline means offline

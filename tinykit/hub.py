@@ -24,11 +24,28 @@ from tinykit.errors import HubError, OfflineCacheMiss, UsageError
 # What make-tiny needs from a model repo: configs, generation config, tokenizer, processor and
 # chat-template files. Anything else (weights above all) is never downloaded.
 SOURCE_PATTERNS = [
-    "*.json", "*.txt", "*.model", "tokenizer.model.*", "*.jinja", "*.tiktoken", "*.vocab",
+    "*.json",
+    "*.txt",
+    "*.model",
+    "tokenizer.model.*",
+    "*.jinja",
+    "*.tiktoken",
+    "*.vocab",
 ]
 WEIGHT_PATTERNS = [
-    "*.safetensors", "*.bin", "*.pt", "*.pth", "*.ckpt", "*.gguf", "*.h5", "*.msgpack",
-    "*.onnx", "*.ot", "*.tflite", "*.npz", "*.pkl",
+    "*.safetensors",
+    "*.bin",
+    "*.pt",
+    "*.pth",
+    "*.ckpt",
+    "*.gguf",
+    "*.h5",
+    "*.msgpack",
+    "*.onnx",
+    "*.ot",
+    "*.tflite",
+    "*.npz",
+    "*.pkl",
     "*.index.json",  # weight shard indexes: big, and useless without the shards
 ]
 
@@ -61,9 +78,9 @@ def hub_errors(repo_id: str, revision: str | None = None) -> Iterator[None]:
         ) from e
     except hf.RevisionNotFoundError as e:
         raise HubError(
-            f"Revision {revision!r} does not exist in Hub repo {repo_id!r} on {constants.ENDPOINT}. "
-            f"Use an existing branch, tag or commit sha ({repo_id}@<rev>), or drop @{revision} "
-            "for the default branch.",
+            f"Revision {revision!r} does not exist in Hub repo {repo_id!r} on "
+            f"{constants.ENDPOINT}. Use an existing branch, tag or commit sha "
+            f"({repo_id}@<rev>), or drop @{revision} for the default branch.",
             **attrs,
         ) from e
     except hf.RemoteEntryNotFoundError as e:
@@ -75,9 +92,9 @@ def hub_errors(repo_id: str, revision: str | None = None) -> Iterator[None]:
     except (hf.LocalEntryNotFoundError, hf.OfflineModeIsEnabled) as e:
         if constants.is_offline_mode():
             raise OfflineCacheMiss(
-                f"Hub repo {where} is not in the local cache ({constants.HF_HUB_CACHE}) and HF_HUB_OFFLINE=1 "
-                f"forbids downloading it. Run once with network access (unset HF_HUB_OFFLINE) to "
-                "fill the cache, or pass a local folder instead of org/name.",
+                f"Hub repo {where} is not in the local cache ({constants.HF_HUB_CACHE}) and "
+                "HF_HUB_OFFLINE=1 forbids downloading it. Run once with network access (unset "
+                "HF_HUB_OFFLINE) to fill the cache, or pass a local folder instead of org/name.",
                 **attrs,
             ) from e
         raise HubError(
@@ -135,13 +152,16 @@ def download_source(repo_id: str, revision: str | None = None) -> tuple[Path, st
             f"Hub repo {repo_id!r} holds none of the files tinykit reads (config, tokenizer, "
             f"processor, chat template: {', '.join(SOURCE_PATTERNS)}). Check that it is a model "
             "repo with a config.json, or pass a local folder instead.",
-            repo_id=repo_id, revision=revision,
+            repo_id=repo_id,
+            revision=revision,
         )
     # The cache layout is .../snapshots/<commit sha>, online and offline alike.
     return folder, folder.name
 
 
-def push_folder(folder: Path, repo_id: str, *, repo_type: str = "model", private: bool = False) -> str:
+def push_folder(
+    folder: Path, repo_id: str, *, repo_type: str = "model", private: bool = False
+) -> str:
     """Create `repo_id` if needed and upload every file of `folder`; returns the commit URL."""
     from huggingface_hub import HfApi
 
@@ -217,12 +237,14 @@ def use_endpoint(endpoint: str, *, cache_dir: Path | None = None) -> Iterator[No
     os.environ.pop("HF_HUB_OFFLINE", None)
     os.environ.pop("TRANSFORMERS_OFFLINE", None)
     try:
-        for module in [m for n, m in list(sys.modules.items()) if n.split(".")[0] in _CLIENT_PACKAGES]:
+        for module in [
+            m for n, m in list(sys.modules.items()) if n.split(".")[0] in _CLIENT_PACKAGES
+        ]:
             names = vars(module) if module is not None else {}
             for name in _URL_NAMES:
                 value = names.get(name)
                 if isinstance(value, str) and value.startswith(old):
-                    patch(module, name, endpoint + value[len(old):])
+                    patch(module, name, endpoint + value[len(old) :])
         patch(constants, "HF_URL_HOSTS", constants.HF_URL_HOSTS | {urlsplit(endpoint).hostname})
         patch(_http, "_HUB_ORIGINS", _http._HUB_ORIGINS | {_http._url_origin(endpoint)})
         patch(hf_api.api, "endpoint", endpoint)

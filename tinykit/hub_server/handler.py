@@ -78,13 +78,22 @@ class HubHandler(BaseHTTPRequestHandler):
             return b"".join(chunks)
         return self.rfile.read(int(self.headers.get("Content-Length") or 0))
 
-    def _send(self, status: int, body: bytes = b"", headers: dict | None = None, length: int | None = None) -> None:
+    def _send(
+        self, status: int, body: bytes = b"", headers: dict | None = None, length: int | None = None
+    ) -> None:
         # Logged before the first byte goes out: once a client has its answer, the log has it.
         r = self._r
         self.hub.log.append(
             RequestRecord(
-                self.command, self.path, status, r.kind, r.repo_type, r.repo_id, r.revision,
-                r.filename, self.headers.get("Range"),
+                self.command,
+                self.path,
+                status,
+                r.kind,
+                r.repo_type,
+                r.repo_id,
+                r.revision,
+                r.filename,
+                self.headers.get("Range"),
             )
         )
         self.send_response(status)
@@ -99,7 +108,9 @@ class HubHandler(BaseHTTPRequestHandler):
         body = json.dumps(data).encode()
         self._send(status, body, {"Content-Type": "application/json", **(headers or {})})
 
-    def _error(self, status: int, code: str | None, message: str, headers: dict | None = None) -> None:
+    def _error(
+        self, status: int, code: str | None, message: str, headers: dict | None = None
+    ) -> None:
         extra = {"X-Error-Message": message, **(headers or {})}
         if code:
             extra["X-Error-Code"] = code
@@ -131,7 +142,11 @@ class HubHandler(BaseHTTPRequestHandler):
         if len(rest) >= 5 and rest[2] == "resolve":
             r.kind, r.repo_type, r.repo_id = "resolve", repo_type, f"{rest[0]}/{rest[1]}"
             r.revision, r.filename = rest[3], "/".join(rest[4:])
-        elif len(rest) >= 3 and rest[1].endswith(".git") and rest[2:] == ["info", "lfs", "objects", "batch"]:
+        elif (
+            len(rest) >= 3
+            and rest[1].endswith(".git")
+            and rest[2:] == ["info", "lfs", "objects", "batch"]
+        ):
             r.kind, r.action, r.repo_type = "lfs", "batch", repo_type
             r.repo_id = f"{rest[0]}/{rest[1][: -len('.git')]}"
         return r
@@ -158,26 +173,33 @@ class HubHandler(BaseHTTPRequestHandler):
         ):
             kind = snap.repo_type.capitalize()
             message = (
-                f"Access to {snap.repo_type} {snap.repo_id} is restricted. You must have access to it"
-                " and be authenticated to access it. Please log in."
+                f"Access to {snap.repo_type} {snap.repo_id} is restricted. You must have access"
+                " to it and be authenticated to access it. Please log in."
             )
-            return self._error(401, "GatedRepo", message, {"X-Repo-Commit": snap.sha, "X-Kind": kind})
+            return self._error(
+                401, "GatedRepo", message, {"X-Repo-Commit": snap.sha, "X-Kind": kind}
+            )
         entry = self._entry(snap, filename)
         if entry.sha256:  # LFS file: metadata on the redirect itself, bytes from the other origin
             path = f"/_cdn/{snap.repo_type}s/{snap.repo_id}/{snap.sha}/{quote(filename)}"
-            return self._send(302, headers={
-                "Location": self.hub.cdn_endpoint + path,
-                "X-Repo-Commit": snap.sha,
-                "ETag": f'"{entry.sha256}"',
-                "X-Linked-Etag": f'"{entry.sha256}"',
-                "X-Linked-Size": str(entry.size),
-            })
+            return self._send(
+                302,
+                headers={
+                    "Location": self.hub.cdn_endpoint + path,
+                    "X-Repo-Commit": snap.sha,
+                    "ETag": f'"{entry.sha256}"',
+                    "X-Linked-Etag": f'"{entry.sha256}"',
+                    "X-Linked-Size": str(entry.size),
+                },
+            )
         self._send_file(snap, filename)
 
     def _entry(self, snap: Snapshot, filename: str):
         entry = snap.files.get(filename)
         if entry is None:
-            raise HubNotFound("EntryNotFound", f"{filename} does not exist on {snap.revision!r}", snap.sha)
+            raise HubNotFound(
+                "EntryNotFound", f"{filename} does not exist on {snap.revision!r}", snap.sha
+            )
         return entry
 
     def _send_file(self, snap: Snapshot, filename: str) -> None:
@@ -217,7 +239,9 @@ class HubHandler(BaseHTTPRequestHandler):
         if action == "commit":
             return self._commit(r)
         if action == "xet-write-token" or action == "xet-read-token":
-            return self._error(501, None, "tinykit's loopback Hub does not speak Xet: set HF_HUB_DISABLE_XET=1")
+            return self._error(
+                501, None, "tinykit's loopback Hub does not speak Xet: set HF_HUB_DISABLE_XET=1"
+            )
         if action == "refs":
             snap = store.snapshot(r.repo_type, r.repo_id, "main")
             branch = {"name": "main", "ref": "refs/heads/main", "targetCommit": snap.sha}
@@ -236,32 +260,51 @@ class HubHandler(BaseHTTPRequestHandler):
 
     def _info(self, snap: Snapshot) -> dict:
         return {
-            "_id": snap.sha[:24], "id": snap.repo_id, "sha": snap.sha, "private": False,
-            "disabled": False, "gated": "manual" if snap.gated else False, "tags": [],
-            "downloads": 0, "likes": 0, "cardData": {},
-            "lastModified": "2024-01-01T00:00:00.000Z", "createdAt": "2024-01-01T00:00:00.000Z",
+            "_id": snap.sha[:24],
+            "id": snap.repo_id,
+            "sha": snap.sha,
+            "private": False,
+            "disabled": False,
+            "gated": "manual" if snap.gated else False,
+            "tags": [],
+            "downloads": 0,
+            "likes": 0,
+            "cardData": {},
+            "lastModified": "2024-01-01T00:00:00.000Z",
+            "createdAt": "2024-01-01T00:00:00.000Z",
             "siblings": [e.sibling_json() for e in snap.files.values()],
         }
 
-    def _tree(self, snap: Snapshot, path: str, recursive: bool | None, exact: bool = False) -> list[dict]:
+    def _tree(
+        self, snap: Snapshot, path: str, recursive: bool | None, exact: bool = False
+    ) -> list[dict]:
         """Tree entries under `path` (exact=True: the entry at `path` itself, for paths-info)."""
         path = path.strip("/")
         if exact:
             if path in snap.files:
                 return [snap.files[path].tree_json()]
             is_dir = any(f.startswith(path + "/") for f in snap.files) or not path
-            return [{"type": "directory", "path": path, "oid": snap.sha, "size": 0}] if is_dir else []
+            return (
+                [{"type": "directory", "path": path, "oid": snap.sha, "size": 0}] if is_dir else []
+            )
         prefix = f"{path}/" if path else ""
         below = [f for f in snap.files if f.startswith(prefix)]
         if path and not below:
-            raise HubNotFound("EntryNotFound", f"{path} does not exist on {snap.revision!r}", snap.sha)
+            raise HubNotFound(
+                "EntryNotFound", f"{path} does not exist on {snap.revision!r}", snap.sha
+            )
         entries: dict[str, dict] = {}
         for name in below:
-            parts = name[len(prefix):].split("/")
+            parts = name[len(prefix) :].split("/")
             for depth in range(1, len(parts)):  # the directories on the way
                 directory = prefix + "/".join(parts[:depth])
                 if recursive or depth == 1:
-                    entries[directory] = {"type": "directory", "path": directory, "oid": snap.sha, "size": 0}
+                    entries[directory] = {
+                        "type": "directory",
+                        "path": directory,
+                        "oid": snap.sha,
+                        "size": 0,
+                    }
             if recursive or len(parts) == 1:
                 entries[name] = snap.files[name].tree_json()
         return [entries[k] for k in sorted(entries)]
@@ -273,12 +316,14 @@ class HubHandler(BaseHTTPRequestHandler):
         answer = []
         for f in files:
             existing = snap.files.get(f["path"])
-            answer.append({
-                "path": f["path"],
-                "uploadMode": "lfs" if is_lfs(f["path"], int(f.get("size", 0))) else "regular",
-                "shouldIgnore": False,
-                "oid": existing.blob_id if existing else None,
-            })
+            answer.append(
+                {
+                    "path": f["path"],
+                    "uploadMode": "lfs" if is_lfs(f["path"], int(f.get("size", 0))) else "regular",
+                    "shouldIgnore": False,
+                    "oid": existing.blob_id if existing else None,
+                }
+            )
         self._json({"files": answer, "commitOid": snap.sha})
 
     def _commit(self, r: _Route) -> None:
@@ -286,7 +331,9 @@ class HubHandler(BaseHTTPRequestHandler):
         operations = [line for line in lines if line.get("key") != "header"]
         snap = self.hub.store.commit(r.repo_type, r.repo_id, r.revision or "main", operations)
         url = f"{self.hub.endpoint}/{URL_PREFIX[snap.repo_type]}{snap.repo_id}/commit/{snap.sha}"
-        self._json({"commitOid": snap.sha, "commitUrl": url, "pullRequestUrl": None, "success": True})
+        self._json(
+            {"commitOid": snap.sha, "commitUrl": url, "pullRequestUrl": None, "success": True}
+        )
 
     # -- LFS uploads (datasets pushes need them: environment.md §2.8) ------------------------
 
@@ -322,10 +369,18 @@ class HubHandler(BaseHTTPRequestHandler):
         if action == "validate-yaml":
             return self._json({"errors": [], "warnings": []})
         if action == "whoami-v2":
-            return self._json({
-                "type": "user", "name": "tinykit", "fullname": "tinykit loopback Hub", "orgs": [],
-                "auth": {"type": "access_token", "accessToken": {"displayName": "tinykit", "role": "write"}},
-            })
+            return self._json(
+                {
+                    "type": "user",
+                    "name": "tinykit",
+                    "fullname": "tinykit loopback Hub",
+                    "orgs": [],
+                    "auth": {
+                        "type": "access_token",
+                        "accessToken": {"displayName": "tinykit", "role": "write"},
+                    },
+                }
+            )
         self._error(404, None, f"no such endpoint: /api/{action}")
 
     def _create_repo(self) -> None:

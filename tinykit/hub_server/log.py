@@ -11,7 +11,22 @@ from pathlib import PurePosixPath
 
 # File names that are model weights (or other big binary checkpoints), whatever the repo.
 WEIGHT_SUFFIXES = frozenset(
-    ".safetensors .bin .pt .pth .ckpt .gguf .h5 .msgpack .onnx .ot .tflite .pb .npz .pkl".split()
+    {
+        ".safetensors",
+        ".bin",
+        ".pt",
+        ".pth",
+        ".ckpt",
+        ".gguf",
+        ".h5",
+        ".msgpack",
+        ".onnx",
+        ".ot",
+        ".tflite",
+        ".pb",
+        ".npz",
+        ".pkl",
+    }
 )
 
 
@@ -66,7 +81,9 @@ class RequestLog:
     def __len__(self) -> int:
         return len(self.records)
 
-    def files_requested(self, repo_id: str | None = None, *, method: str | None = None) -> list[str]:
+    def files_requested(
+        self, repo_id: str | None = None, *, method: str | None = None
+    ) -> list[str]:
         """Names of files asked for (HEAD or GET on resolve/CDN URLs), in request order."""
         return [
             r.filename

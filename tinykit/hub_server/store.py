@@ -27,9 +27,41 @@ URL_PREFIX = {"model": "", "dataset": "datasets/", "space": "spaces/"}
 # The Hub stores these as LFS objects (the default `.gitattributes` of a new Hub repo), and so
 # does every file of 10 MiB or more: they are served with X-Linked-Etag and a CDN redirect.
 LFS_SUFFIXES = frozenset(
-    ".7z .arrow .bin .bz2 .ckpt .ftz .gguf .gz .h5 .joblib .lfs .mlmodel .model .msgpack .npy .npz"
-    " .onnx .ot .parquet .pb .pickle .pkl .pt .pth .rar .safetensors .tar .tflite .tgz .wasm .xz"
-    " .zip .zst".split()
+    {
+        ".7z",
+        ".arrow",
+        ".bin",
+        ".bz2",
+        ".ckpt",
+        ".ftz",
+        ".gguf",
+        ".gz",
+        ".h5",
+        ".joblib",
+        ".lfs",
+        ".mlmodel",
+        ".model",
+        ".msgpack",
+        ".npy",
+        ".npz",
+        ".onnx",
+        ".ot",
+        ".parquet",
+        ".pb",
+        ".pickle",
+        ".pkl",
+        ".pt",
+        ".pth",
+        ".rar",
+        ".safetensors",
+        ".tar",
+        ".tflite",
+        ".tgz",
+        ".wasm",
+        ".xz",
+        ".zip",
+        ".zst",
+    }
 )
 LFS_MIN_SIZE = 10 * 1024 * 1024
 _SKIPPED_DIRS = {".git", ".cache"}  # git internals and huggingface_hub's local_dir metadata
@@ -52,7 +84,9 @@ def git_blob_id(data: bytes) -> str:
 
 
 def lfs_pointer(sha256: str, size: int) -> bytes:
-    return f"version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {size}\n".encode()
+    return (
+        f"version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {size}\n".encode()
+    )
 
 
 @dataclass(frozen=True)
@@ -97,7 +131,9 @@ class RepoStore:
 
     def __init__(self, root: Path) -> None:
         self._lock = threading.RLock()
-        self._hashes: dict[tuple[str, int, int], tuple[str, str]] = {}  # survives resets: pure cache
+        self._hashes: dict[
+            tuple[str, int, int], tuple[str, str]
+        ] = {}  # survives resets: pure cache
         self.lfs_objects = Path(tempfile.mkdtemp(prefix="tinykit-hub-lfs-"))
         self.reset(root)
 
@@ -124,7 +160,7 @@ class RepoStore:
             self._hidden.add((repo_type, repo_id.lower(), path))
 
     def gate(self, repo_type: str, repo_id: str, token: str | None = None) -> None:
-        """File downloads need `Authorization: Bearer <token>` (any token when None is not enough)."""
+        """File downloads need `Authorization: Bearer <token>`; token=None: nothing opens them."""
         with self._lock:
             self._gates[(repo_type, repo_id.lower())] = token
 
@@ -172,7 +208,9 @@ class RepoStore:
         with self._lock:
             revisions = self._revisions(repo_type, repo_id)
             if not revisions:
-                raise HubNotFound("RepoNotFound", f"Repository {repo_id!r} ({repo_type}) not found.")
+                raise HubNotFound(
+                    "RepoNotFound", f"Repository {repo_id!r} ({repo_type}) not found."
+                )
             if revision in revisions:
                 return self._build(repo_type, repo_id, revision)
             for name in revisions:
@@ -209,7 +247,9 @@ class RepoStore:
             self._hashes[key] = (sha1.hexdigest(), sha256.hexdigest())
         blob_sha1, sha256 = self._hashes[key]
         if is_lfs(path, stat.st_size):
-            return FileEntry(path, stat.st_size, git_blob_id(lfs_pointer(sha256, stat.st_size)), sha256, local)
+            return FileEntry(
+                path, stat.st_size, git_blob_id(lfs_pointer(sha256, stat.st_size)), sha256, local
+            )
         return FileEntry(path, stat.st_size, blob_sha1, None, local)
 
     # -- writes (create-repo, commit, LFS upload) ----------------------------------------------
@@ -241,7 +281,9 @@ class RepoStore:
                 folder = target
             return folder
 
-    def commit(self, repo_type: str, repo_id: str, revision: str, operations: list[dict]) -> Snapshot:
+    def commit(
+        self, repo_type: str, repo_id: str, revision: str, operations: list[dict]
+    ) -> Snapshot:
         """Apply ndjson commit operations (file, lfsFile, deletedFile, deletedFolder)."""
         with self._lock:
             folder = self.writable_folder(repo_type, repo_id, revision)
@@ -277,7 +319,9 @@ def _child_casefold(folder: Path, name: str) -> Path | None:
         return exact
     if not folder.is_dir():
         return None
-    return next((p for p in folder.iterdir() if p.is_dir() and p.name.lower() == name.lower()), None)
+    return next(
+        (p for p in folder.iterdir() if p.is_dir() and p.name.lower() == name.lower()), None
+    )
 
 
 def _walk(folder: Path):
