@@ -14,6 +14,7 @@ the authorization header is dropped as it is in production). Standard library on
 from __future__ import annotations
 
 import contextlib
+import shutil
 import threading
 from collections.abc import Callable, Iterator
 from http.server import ThreadingHTTPServer
@@ -121,6 +122,7 @@ class HubServer:
             s.server_close()
         for t in self._threads:
             t.join(timeout=5)
+        shutil.rmtree(self.store.lfs_objects, ignore_errors=True)
 
     def __enter__(self) -> HubServer:
         return self

@@ -250,12 +250,12 @@ class HubHandler(BaseHTTPRequestHandler):
         if action in ("info", "revision"):
             return self._json(self._info(snap))
         if action == "tree":
-            return self._json(self._tree(snap, r.tree_path, _flag(self._query, "recursive")))
+            return self._json(snap.tree(r.tree_path, recursive=_flag(self._query, "recursive")))
         if action == "paths-info":
             paths = parse_qs(self._body.decode()).get("paths", [])
             if self.headers.get("Content-Type", "").startswith("application/json"):
                 paths = json.loads(self._body or b"{}").get("paths", [])
-            return self._json([e for p in paths for e in self._tree(snap, p, None, exact=True)])
+            return self._json([e for p in paths if (e := snap.path_info(p))])
         self._error(404, None, f"no such repo endpoint: {action}")
 
     def _info(self, snap: Snapshot) -> dict:
@@ -274,40 +274,6 @@ class HubHandler(BaseHTTPRequestHandler):
             "createdAt": "2024-01-01T00:00:00.000Z",
             "siblings": [e.sibling_json() for e in snap.files.values()],
         }
-
-    def _tree(
-        self, snap: Snapshot, path: str, recursive: bool | None, exact: bool = False
-    ) -> list[dict]:
-        """Tree entries under `path` (exact=True: the entry at `path` itself, for paths-info)."""
-        path = path.strip("/")
-        if exact:
-            if path in snap.files:
-                return [snap.files[path].tree_json()]
-            is_dir = any(f.startswith(path + "/") for f in snap.files) or not path
-            return (
-                [{"type": "directory", "path": path, "oid": snap.sha, "size": 0}] if is_dir else []
-            )
-        prefix = f"{path}/" if path else ""
-        below = [f for f in snap.files if f.startswith(prefix)]
-        if path and not below:
-            raise HubNotFound(
-                "EntryNotFound", f"{path} does not exist on {snap.revision!r}", snap.sha
-            )
-        entries: dict[str, dict] = {}
-        for name in below:
-            parts = name[len(prefix) :].split("/")
-            for depth in range(1, len(parts)):  # the directories on the way
-                directory = prefix + "/".join(parts[:depth])
-                if recursive or depth == 1:
-                    entries[directory] = {
-                        "type": "directory",
-                        "path": directory,
-                        "oid": snap.sha,
-                        "size": 0,
-                    }
-            if recursive or len(parts) == 1:
-                entries[name] = snap.files[name].tree_json()
-        return [entries[k] for k in sorted(entries)]
 
     def _preupload(self, snap: Snapshot) -> None:
         from tinykit.hub_server.store import is_lfs

@@ -125,6 +125,38 @@ class Snapshot:
     files: dict[str, FileEntry]
     gated: bool
 
+    def _directory(self, path: str) -> dict:
+        return {"type": "directory", "path": path, "oid": self.sha, "size": 0}
+
+    def tree(self, path: str = "", *, recursive: bool = False) -> list[dict]:
+        """The tree-listing entries below `path`, as `/api/.../tree/{rev}/{path}` answers."""
+        path = path.strip("/")
+        prefix = f"{path}/" if path else ""
+        below = [f for f in self.files if f.startswith(prefix)]
+        if path and not below:
+            raise HubNotFound(
+                "EntryNotFound", f"{path} does not exist at {self.revision}", self.sha
+            )
+        entries: dict[str, dict] = {}
+        for name in below:
+            parts = name[len(prefix) :].split("/")
+            for depth in range(1, len(parts)):  # the directories on the way
+                if recursive or depth == 1:
+                    directory = prefix + "/".join(parts[:depth])
+                    entries[directory] = self._directory(directory)
+            if recursive or len(parts) == 1:
+                entries[name] = self.files[name].tree_json()
+        return [entries[k] for k in sorted(entries)]
+
+    def path_info(self, path: str) -> dict | None:
+        """The entry at `path` itself (file or directory), as paths-info answers; None if absent."""
+        path = path.strip("/")
+        if path in self.files:
+            return self.files[path].tree_json()
+        if not path or any(f.startswith(path + "/") for f in self.files):
+            return self._directory(path)
+        return None
+
 
 class RepoStore:
     """Thread-safe view of the served repos. `root` is read and also receives pushes."""
