@@ -32,6 +32,7 @@ class _Route:
     filename: str | None = None
     action: str | None = None
     tree_path = ""
+    oid = ""  # LFS object id, for /_lfs/ upload and verify
 
 
 class HubHandler(BaseHTTPRequestHandler):
@@ -135,7 +136,7 @@ class HubHandler(BaseHTTPRequestHandler):
             r.revision, r.filename = seg[4], "/".join(seg[5:])
             return r
         if seg[:1] == ["_lfs"] and len(seg) == 3:  # /_lfs/{upload|verify}/{oid}
-            r.kind, r.action, r.filename = "lfs", seg[1], seg[2]
+            r.kind, r.action, r.oid = "lfs", seg[1], seg[2]
             return r
         repo_type = _PREFIX.get(seg[0], "model") if seg else "model"
         rest = seg[1:] if repo_type != "model" else seg
@@ -319,11 +320,11 @@ class HubHandler(BaseHTTPRequestHandler):
                 objects.append(item)
             return self._json({"transfer": "basic", "objects": objects})
         if r.action == "upload" and self.command == "PUT":
-            store.store_lfs_object(r.filename, self._body)
+            store.store_lfs_object(r.oid, self._body)
             return self._send(200)
         if r.action == "verify":
-            if not store.lfs_object(r.filename).exists():
-                return self._error(404, None, f"LFS object {r.filename} was not uploaded")
+            if not store.lfs_object(r.oid).exists():
+                return self._error(404, None, f"LFS object {r.oid} was not uploaded")
             return self._json({"success": True})
         self._error(404, None, f"no such LFS endpoint: {self.command} {self.path}")
 
