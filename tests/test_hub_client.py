@@ -210,3 +210,16 @@ def test_offline_mode_uses_the_cache_and_misses_clearly(tiny_hub, llama_with_wei
     )
     assert "HF_HUB_OFFLINE" in miss.stdout and len(miss.stdout.strip().splitlines()) == 1
     assert len(tiny_hub.log) == 0  # offline means offline
+
+
+def test_download_source_mirrors_every_hub_files_repo_byte_for_byte(tiny_hub):
+    """What make-tiny reads from the Hub is exactly the local folder, and never a weight."""
+    repos = sorted({p.parent.relative_to(HUB_FILES).as_posix() for p in HUB_FILES.glob("*/*/*")})
+    assert len(repos) == 26
+    for repo_id in repos:
+        tiny_hub.add_model(repo_id, HUB_FILES / repo_id)
+    for repo_id in repos:
+        folder, _ = download_source(repo_id)
+        local = {p.name: p.read_bytes() for p in (HUB_FILES / repo_id).iterdir()}
+        assert {p.name: p.read_bytes() for p in folder.iterdir()} == local, repo_id
+    assert tiny_hub.log.weight_files_requested() == []
