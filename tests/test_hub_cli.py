@@ -10,7 +10,7 @@ import subprocess
 import sys
 import urllib.request
 
-from tests.conftest import HUB_FILES, REPO
+from conftest import HUB_FILES, REPO
 
 _CLIENT = """
 from pathlib import Path

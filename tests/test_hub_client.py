@@ -12,11 +12,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import HUB_FILES, REPO
 from huggingface_hub import HfApi
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import HUB_FILES, REPO
 from tinykit.errors import HubError, OfflineCacheMiss, UsageError
 from tinykit.hub import download_source, push_folder, use_endpoint
 from tinykit.hub_server import is_weight_file
@@ -223,3 +223,14 @@ def test_download_source_mirrors_every_hub_files_repo_byte_for_byte(tiny_hub):
         local = {p.name: p.read_bytes() for p in (HUB_FILES / repo_id).iterdir()}
         assert {p.name: p.read_bytes() for p in folder.iterdir()} == local, repo_id
     assert tiny_hub.log.weight_files_requested() == []
+
+
+def test_download_source_fetches_remote_code_only_when_asked(tiny_hub, tmp_path):
+    folder = tmp_path / "remote"
+    shutil.copytree(HUB_FILES / "THUDM/chatglm3-6b", folder)
+    (folder / "modeling_chatglm.py").write_text("# the repo's own model code\n")
+    tiny_hub.add_model("THUDM/chatglm3-6b", folder)
+    plain, _ = download_source("THUDM/chatglm3-6b")
+    assert not (plain / "modeling_chatglm.py").exists()
+    with_code, _ = download_source("THUDM/chatglm3-6b", include_code=True)
+    assert (with_code / "modeling_chatglm.py").is_file()

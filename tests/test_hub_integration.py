@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-
-from tests.conftest import HUB_FILES
+from conftest import HUB_FILES
 
 MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
 

@@ -10,12 +10,12 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from conftest import HUB_FILES
 from huggingface_hub import HfApi, hf_hub_download, snapshot_download
 from huggingface_hub import errors as hf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import HUB_FILES
 from tinykit.hub_server import HubServer, serve
 
 LLAMA = "meta-llama/Llama-2-7b-hf"

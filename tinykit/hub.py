@@ -124,10 +124,13 @@ def hub_errors(repo_id: str, revision: str | None = None) -> Iterator[None]:
         ) from e
 
 
-def download_source(repo_id: str, revision: str | None = None) -> tuple[Path, str]:
+def download_source(
+    repo_id: str, revision: str | None = None, *, include_code: bool = False
+) -> tuple[Path, str]:
     """Download a model repo's config/generation/tokenizer/processor/chat-template files.
 
     Weights are never downloaded (allow-list by name, plus a deny-list of weight files).
+    `include_code=True` adds the repo's `*.py` files (remote code, for --trust-remote-code).
     Honours HF_HUB_OFFLINE=1 when the cache holds the files.
 
     Returns:
@@ -139,11 +142,11 @@ def download_source(repo_id: str, revision: str | None = None) -> tuple[Path, st
     """
     from huggingface_hub import snapshot_download
 
-    with hub_errors(repo_id, revision):
+    with hub_errors(repo_id, revision), _quiet_progress():
         folder = snapshot_download(
             repo_id,
             revision=revision,
-            allow_patterns=SOURCE_PATTERNS,
+            allow_patterns=SOURCE_PATTERNS + (["*.py"] if include_code else []),
             ignore_patterns=WEIGHT_PATTERNS,
         )
     folder = Path(folder)
@@ -268,6 +271,24 @@ def use_endpoint(endpoint: str, *, cache_dir: Path | None = None) -> Iterator[No
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+@contextlib.contextmanager
+def _quiet_progress() -> Iterator[None]:
+    """No "Fetching N files" bars for a handful of config files: CLI output stays one line."""
+    from huggingface_hub.utils import (
+        are_progress_bars_disabled,
+        disable_progress_bars,
+        enable_progress_bars,
+    )
+
+    was_disabled = are_progress_bars_disabled()
+    disable_progress_bars()
+    try:
+        yield
+    finally:
+        if not was_disabled:
+            enable_progress_bars()
 
 
 def _first_line(e: BaseException) -> str:
