@@ -15,7 +15,7 @@ from _hub_files import CONFIGS, NATIVE, REMOTE_ONLY, repo_id
 from conftest import HUB_FILES, REPO
 
 from tinykit.errors import UnsupportedModelError
-from tinykit.hub import use_endpoint
+from tinykit.hub import push_folder, use_endpoint
 from tinykit.hub_server import serve
 from tinykit.shrink.build import build
 
@@ -141,3 +141,19 @@ def test_cli_hub_failures_are_one_line_errors_with_exit_3(case, tiny_hub, tmp_pa
     assert not (tmp_path / "out").exists()  # nothing half-written
     if case == "gated repo":
         assert "hf auth login" in result.stderr and "HF_TOKEN" in result.stderr
+
+
+def test_a_built_fixture_pushes_with_its_card_and_loads_by_id(tiny_hub, builds):
+    import torch
+    from huggingface_hub import hf_hub_download
+    from transformers import AutoModelForCausalLM
+
+    local, _ = builds["Qwen/Qwen3-8B"]
+    url = push_folder(local.path, "tinykit-fixtures/tiny-qwen3")
+    assert url.endswith(tiny_hub.store.snapshot("model", "tinykit-fixtures/tiny-qwen3").sha)
+    card = hf_hub_download("tinykit-fixtures/tiny-qwen3", "README.md")
+    assert Path(card).read_bytes() == (local.path / "README.md").read_bytes()
+    served = AutoModelForCausalLM.from_pretrained("tinykit-fixtures/tiny-qwen3").state_dict()
+    direct = AutoModelForCausalLM.from_pretrained(local.path).state_dict()
+    assert served.keys() == direct.keys()
+    assert all(torch.equal(served[k], direct[k]) for k in direct)
