@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tinykit.errors import HubError, OfflineCacheMiss, UsageError
+from tinykit.hub_server.log import WEIGHT_SUFFIXES
 
 # What make-tiny needs from a model repo: configs, generation config, tokenizer, processor and
 # chat-template files. Anything else (weights above all) is never downloaded.
@@ -32,22 +33,9 @@ SOURCE_PATTERNS = [
     "*.tiktoken",
     "*.vocab",
 ]
-WEIGHT_PATTERNS = [
-    "*.safetensors",
-    "*.bin",
-    "*.pt",
-    "*.pth",
-    "*.ckpt",
-    "*.gguf",
-    "*.h5",
-    "*.msgpack",
-    "*.onnx",
-    "*.ot",
-    "*.tflite",
-    "*.npz",
-    "*.pkl",
-    "*.index.json",  # weight shard indexes: big, and useless without the shards
-]
+# Weight files (and their shard indexes: useless without the shards) are never downloaded, even
+# when a repo names them in a way the allow-list above would match.
+WEIGHT_PATTERNS = [f"*{suffix}" for suffix in sorted(WEIGHT_SUFFIXES)] + ["*.index.json"]
 
 
 @contextlib.contextmanager

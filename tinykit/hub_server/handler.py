@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from tinykit.hub_server.log import RequestRecord
-from tinykit.hub_server.store import URL_PREFIX, HubNotFound, Snapshot
+from tinykit.hub_server.store import URL_PREFIX, HubNotFound, Snapshot, is_lfs
 
 if TYPE_CHECKING:
     from tinykit.hub_server import HubServer
@@ -277,8 +277,6 @@ class HubHandler(BaseHTTPRequestHandler):
         }
 
     def _preupload(self, snap: Snapshot) -> None:
-        from tinykit.hub_server.store import is_lfs
-
         files = json.loads(self._body)["files"]
         answer = []
         for f in files:
