@@ -18,7 +18,9 @@ from hypothesis import strategies as st
 
 from tinykit.hub_server import HubServer, serve
 
-LLAMA = "meta-llama/Llama-2-7b-hf"
+_PROPERTY_SETTINGS = dict(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 
 
 def _raw(hub: HubServer, method: str, path: str, headers: dict | None = None):
@@ -146,6 +148,18 @@ def test_commit_sha_changes_exactly_when_content_changes(tiny_hub, weights_repo)
     assert api.model_info("org/bert", revision=second).sha == second
 
 
+@settings(**_PROPERTY_SETTINGS)
+@given(first=st.binary(min_size=8, max_size=8), second=st.binary(min_size=8, max_size=8))
+def test_rewrites_in_quick_succession_still_change_the_sha(tiny_hub, tmp_path, first, second):
+    """Same size, same mtime tick: the sha must still follow the bytes."""
+    (tmp_path / "w.bin").write_bytes(first)
+    tiny_hub.add_model("org/rewrite", tmp_path)
+    before = tiny_hub.store.snapshot("model", "org/rewrite").sha
+    (tmp_path / "w.bin").write_bytes(second)
+    after = tiny_hub.store.snapshot("model", "org/rewrite").sha
+    assert (before == after) == (first == second)
+
+
 def test_a_second_revision_is_served_from_its_own_folder(tiny_hub, weights_repo, tmp_path):
     other = tmp_path / "dev"
     other.mkdir()
@@ -171,9 +185,7 @@ def test_tree_and_paths_info_list_files_and_directories(tiny_hub, weights_repo):
         list(api.list_repo_tree("org/bert", path_in_repo="nope"))
 
 
-@settings(
-    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(**_PROPERTY_SETTINGS)
 @given(data=st.binary(min_size=1, max_size=300), a=st.integers(0, 299), n=st.integers(0, 299))
 def test_range_requests_return_exactly_the_asked_bytes(tiny_hub, tmp_path, data, a, n):
     a = a % len(data)

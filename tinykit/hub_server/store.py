@@ -18,6 +18,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -64,6 +65,7 @@ LFS_SUFFIXES = frozenset(
     }
 )
 LFS_MIN_SIZE = 10 * 1024 * 1024
+_SETTLED_NS = 2_000_000_000
 _SKIPPED_DIRS = {".git", ".cache"}  # git internals and huggingface_hub's local_dir metadata
 
 
@@ -270,14 +272,19 @@ class RepoStore:
     def _entry(self, path: str, local: Path) -> FileEntry:
         stat = local.stat()
         key = (str(local), stat.st_size, stat.st_mtime_ns)
-        if key not in self._hashes:  # hashing a 90 MB file costs ~0.3 s: once per version
+        hashes = self._hashes.get(key)
+        if hashes is None:  # hashing a 90 MB file costs ~0.3 s: once per version
             sha1, sha256 = hashlib.sha1(b"blob %d\0" % stat.st_size), hashlib.sha256()
             with open(local, "rb") as f:
                 while chunk := f.read(1 << 20):
                     sha1.update(chunk)
                     sha256.update(chunk)
-            self._hashes[key] = (sha1.hexdigest(), sha256.hexdigest())
-        blob_sha1, sha256 = self._hashes[key]
+            hashes = sha1.hexdigest(), sha256.hexdigest()
+            # mtime ticks are coarse (ms): a file written again within one tick and at the same
+            # size would keep a stale hash, so only files left alone for a while are cached.
+            if time.time_ns() - stat.st_mtime_ns > _SETTLED_NS:
+                self._hashes[key] = hashes
+        blob_sha1, sha256 = hashes
         if is_lfs(path, stat.st_size):
             return FileEntry(
                 path, stat.st_size, git_blob_id(lfs_pointer(sha256, stat.st_size)), sha256, local
