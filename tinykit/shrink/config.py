@@ -109,15 +109,17 @@ class _Context:
     remote_code: bool
 
 
-def _shrink_node(full: dict[str, Any], base: dict[str, Any], path: str, ctx: _Context) -> None:
+def _shrink_node(full: dict[str, Any], base: dict[str, Any], path: str, ctx: _Context) -> dict[str, Any]:
+    """Shrink one (sub)config: writes overrides into `base`, returns the node's shrunk values."""
     recipe = recipe_for(full.get("model_type") or "", ctx.recipes)
     ctx.used.update(recipe.sources)
     for key in recipe.drop if not ctx.remote_code else set(recipe.drop) - {"auto_map"}:
         base.pop(key, None)
+    shrunk_subs = {}
     for key, value in full.items():
         if isinstance(value, dict) and "model_type" in value:
             sub = base.setdefault(key, {"model_type": value["model_type"]})
-            _shrink_node(value, sub, f"{path}{key}.", ctx)
+            shrunk_subs[key] = _shrink_node(value, sub, f"{path}{key}.", ctx)
     overrides = _knob_values(full, recipe, ctx)
     layer_keys = [k for k in recipe.knobs["layers"] if _is_int(full.get(k))]
     if layer_keys and not ctx.keep_depth:
@@ -129,11 +131,12 @@ def _shrink_node(full: dict[str, Any], base: dict[str, Any], path: str, ctx: _Co
             if _is_int(full.get(key)):
                 overrides[key] = min(full[key], len(plan.kept))
     overrides.update(copy.deepcopy(recipe.set))
-    merged = {**full, **overrides}
+    merged = {**full, **shrunk_subs, **overrides}
     for key, expr in recipe.derive.items():
         overrides[key] = merged[key] = _evaluate(expr, merged, f"{path}{key}")
     _shrink_rope(merged, overrides)
     base.update(overrides)
+    return {**merged, **overrides}
 
 
 def _is_int(value: Any) -> bool:
