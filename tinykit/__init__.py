@@ -13,6 +13,7 @@ __version__ = "0.1.0"
 
 # public name -> module that defines it
 _LAZY = {
+    "HubServer": "tinykit.hub_server",
     "make_tiny": "tinykit.shrink.build",
     "verify": "tinykit.shrink.verify",
     "ShrinkSpec": "tinykit.shrink.spec",
@@ -21,6 +22,7 @@ _LAZY = {
 __all__ = sorted([*_LAZY, "errors", "__version__"])
 
 if TYPE_CHECKING:
+    from tinykit.hub_server import HubServer
     from tinykit.shrink.build import make_tiny
     from tinykit.shrink.spec import ShrinkSpec
     from tinykit.shrink.verify import verify
