@@ -14,6 +14,7 @@ __version__ = "0.1.0"
 # public name -> module that defines it
 _LAZY = {
     "make_tiny": "tinykit.shrink.build",
+    "make_tiny_tokenizer": "tinykit.shrink.tokenizer",
     "verify": "tinykit.shrink.verify",
     "ShrinkSpec": "tinykit.shrink.spec",
 }
@@ -23,6 +24,7 @@ __all__ = sorted([*_LAZY, "errors", "__version__"])
 if TYPE_CHECKING:
     from tinykit.shrink.build import make_tiny
     from tinykit.shrink.spec import ShrinkSpec
+    from tinykit.shrink.tokenizer import make_tiny_tokenizer
     from tinykit.shrink.verify import verify
 
 

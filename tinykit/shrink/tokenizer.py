@@ -291,6 +291,8 @@ def _essential(folder: Path | None, config: dict, added: list[dict], by_id: dict
     template = chat_templates(folder, config)
     essential |= {a["content"] for a in added if a["content"] in template}
     essential |= {by_id[i] for i in _config_token_ids(folder) if i in by_id}
+    # T5-style sentinels: the tokenizer class re-creates all `extra_ids` of them on load anyway
+    essential |= {a["content"] for a in added if a["content"].startswith("<extra_id_")}
     return essential
 
 
@@ -325,6 +327,10 @@ def shrink_tokenizer(src: Path | None, out: Path, *, vocab: int, model_type: str
         tj, old_to_new, dropped = tjson.shrink_json(tj, vocab, essential)
     else:
         tj = tjson.drop_precompiled_normalizer(source.tj)
+        if tjson.vocab_size(tj) > vocab:
+            # trainers do not count added tokens or a forced alphabet: trim like any source
+            every_added = {a["content"] for a in tj.get("added_tokens", [])}
+            tj, _, dropped = tjson.shrink_json(tj, vocab, every_added)
     out = Path(out)
     written = _write(out, source, tj)
     new_ids = {a["content"]: a["id"] for a in tj.get("added_tokens", [])}

@@ -32,10 +32,21 @@ def _mentions(node: Any, type_name: str) -> bool:
     return type_name in json.dumps(node) if node else False
 
 
+def model_type(model: dict) -> str:
+    """The model's type; files written by tokenizers < 0.14 omit it, so infer it from the keys."""
+    if model.get("type"):
+        return model["type"]
+    if "merges" in model:
+        return "BPE"
+    if isinstance(model.get("vocab"), list):
+        return "Unigram"
+    return "WordPiece" if "continuing_subword_prefix" in model else "WordLevel"
+
+
 def tokenizer_kind(tj: dict) -> str:
     """byte-level-bpe, byte-fallback-bpe, bpe, unigram, wordpiece or wordlevel."""
     model = tj["model"]
-    mtype = model.get("type")
+    mtype = model_type(model)
     if mtype == "BPE":
         if model.get("byte_fallback"):
             return "byte-fallback-bpe"
@@ -58,20 +69,28 @@ def tokenizer_kind(tj: dict) -> str:
 def model_vocab(tj: dict) -> list[str]:
     """The model's vocab as a list indexed by id."""
     model = tj["model"]
-    if model["type"] == "Unigram":
+    if model_type(model) == "Unigram":
         return [piece for piece, _score in model["vocab"]]
     by_id = sorted(model["vocab"].items(), key=lambda kv: kv[1])
     return [tok for tok, _id in by_id]
 
 
-def _required_base(tj: dict, kind: str, vocab: set[str]) -> list[str]:
+def vocab_size(tj: dict) -> int:
+    """Number of ids: the model vocab plus added tokens outside it."""
+    ids = set(range(len(tj["model"]["vocab"])))
+    return len(ids | {a["id"] for a in tj.get("added_tokens", [])})
+
+
+def unk_token(tj: dict) -> str | None:
     model = tj["model"]
-    required: list[str] = []
-    unk = model.get("unk_token")
-    if model["type"] == "Unigram" and model.get("unk_id") is not None:
-        unk = model_vocab(tj)[model["unk_id"]]
-    if unk:
-        required.append(unk)
+    if model_type(model) == "Unigram":
+        return None if model.get("unk_id") is None else model_vocab(tj)[model["unk_id"]]
+    return model.get("unk_token")
+
+
+def _required_base(tj: dict, kind: str, vocab: set[str]) -> list[str]:
+    unk = unk_token(tj)
+    required: list[str] = [unk] if unk else []
     if kind == "byte-level-bpe":
         required += byte_level_alphabet()
     elif kind.startswith("byte-fallback"):
@@ -150,8 +169,9 @@ def rebuild(tj: dict, kept_old_ids: list[int]) -> tuple[dict, dict[int, int]]:
 
     Returns the new document and the old -> new id map of every kept id.
     """
-    new = json.loads(json.dumps(tj))
-    model = new["model"]
+    # deep-copy all but the model, whose big vocab and merges are rebuilt below anyway
+    new = {k: json.loads(json.dumps(v)) for k, v in tj.items() if k != "model"}
+    model = new["model"] = {**tj["model"], "type": model_type(tj["model"])}
     base = model_vocab(tj)
     old_to_new = {old: i for i, old in enumerate(kept_old_ids)}
     by_content = {}
@@ -259,7 +279,7 @@ def drop_precompiled_normalizer(tj: dict) -> dict:
 
 def shrink_json(tj: dict, vocab: int, essential: set[str]) -> tuple[dict, dict[int, int], list[str]]:
     """Shrink to at most `vocab` ids. Returns (document, old -> new ids, dropped added tokens)."""
-    essential = set(essential) | processor_tokens(tj)
+    essential = set(essential) | processor_tokens(tj) | {unk_token(tj)} - {None}
     kept, dropped = choose_tokens(tj, vocab, essential)
     new, old_to_new = rebuild(tj, kept)
     return drop_precompiled_normalizer(new), old_to_new, dropped

@@ -47,7 +47,26 @@ def class_for_model_type(model_type: str) -> str:
     name = TOKENIZER_MAPPING_NAMES.get(model_type)
     if isinstance(name, (tuple, list)):
         name = next((n for n in name if n), None)
-    return _DEFAULT_CLASS if name in _GENERIC else name
+    if name not in _GENERIC:
+        return name
+    if model_type in _text_model_types():
+        return _DEFAULT_CLASS
+    raise UnsupportedModelError(
+        f"model_type {model_type!r} takes no text input, so it has no tokenizer. "
+        "Only text, multimodal and speech-to-text architectures get a tiny tokenizer. "
+        "Skip the tokenizer for this model (has_tokenizer_files() is False)."
+    )
+
+
+def _text_model_types() -> set[str]:
+    from transformers.models.auto import modeling_auto
+
+    kinds = ("CAUSAL_LM", "SEQ_TO_SEQ_CAUSAL_LM", "MASKED_LM", "IMAGE_TEXT_TO_TEXT",
+             "SPEECH_SEQ_2_SEQ", "TEXT_ENCODING")
+    found: set[str] = set()
+    for kind in kinds:
+        found |= set(getattr(modeling_auto, f"MODEL_FOR_{kind}_MAPPING_NAMES", {}))
+    return found
 
 
 def tokenizer_class(name: str):
