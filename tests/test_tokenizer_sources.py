@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_tokenizer import assert_tiny
-from tokenizer_sources import HUB_CONFIG_ONLY, PYPI_SOURCES, hub, pypi_source
+from tokenizer_sources import HUB_CONFIG_ONLY, PYPI_SOURCES, assert_tiny, hub, pypi_source
 
 from tinykit.shrink.tokenizer import has_tokenizer_files, shrink_tokenizer
 from tinykit.shrink.tokenizer_check import check_tokenizer

