@@ -16,8 +16,14 @@ from tinykit.errors import ShrinkConstraintError, UsageError
 
 def _cli(*args, cwd):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "tinykit", "make-tiny-tokenizer", *map(str, args)],
-                          capture_output=True, text=True, cwd=cwd, env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "tinykit", "make-tiny-tokenizer", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=120,
+    )
 
 
 def test_cli_writes_a_tiny_tokenizer_and_reports_json(tmp_path):
@@ -38,7 +44,9 @@ def test_cli_default_out_refuses_to_overwrite_without_force(tmp_path):
     before = (out / "tokenizer.json").read_bytes()
     proc = _cli(src, "--vocab", 400, cwd=tmp_path)
     assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr.strip().splitlines()[-1].startswith("tinykit: error: UsageError: output folder")
+    assert (
+        proc.stderr.strip().splitlines()[-1].startswith("tinykit: error: UsageError: output folder")
+    )
     assert (out / "tokenizer.json").read_bytes() == before
     proc = _cli(src, "--vocab", 400, "--force", cwd=tmp_path)
     assert proc.returncode == 0 and "400 ids" in proc.stdout

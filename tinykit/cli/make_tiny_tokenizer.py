@@ -17,8 +17,12 @@ def register(sub) -> None:
     p.add_argument("--vocab", type=int, default=1024, help="maximum number of ids (default 1024)")
     p.add_argument("-o", "--out", help="output folder (default ./tiny-<name>-tokenizer)")
     p.add_argument("--force", action="store_true", help="replace OUT if it exists")
-    p.add_argument("--method", choices=("auto", "retrain"), default="auto",
-                   help="auto: edit the vocab, train only when there is none; retrain: always retrain")
+    p.add_argument(
+        "--method",
+        choices=("auto", "retrain"),
+        default="auto",
+        help="auto: edit the vocab, train only when there is none; retrain: always retrain",
+    )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=run)
 
@@ -26,14 +30,19 @@ def register(sub) -> None:
 def run(args) -> int:
     from tinykit.shrink.tokenizer import make_tiny_tokenizer
 
-    out = make_tiny_tokenizer(args.source, vocab=args.vocab, out=args.out, force=args.force,
-                              method=args.method)
+    out = make_tiny_tokenizer(
+        args.source, vocab=args.vocab, out=args.out, force=args.force, method=args.method
+    )
     info = json.loads((out / "tinykit-tokenizer.json").read_text("utf-8"))
     info["out"] = str(out)
     size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     info["size_bytes"] = size
     from tinykit.cli import emit
 
-    emit(info, args.json, f"{out}: {info['vocab_size']} ids, {info['kind']} ({info['method']}), "
-         f"{size / 1024:.1f} KB, {len(info['id_map'])} special ids remapped")
+    emit(
+        info,
+        args.json,
+        f"{out}: {info['vocab_size']} ids, {info['kind']} ({info['method']}), "
+        f"{size / 1024:.1f} KB, {len(info['id_map'])} special ids remapped",
+    )
     return 0

@@ -80,13 +80,21 @@ def check_tokenizer(folder: Path, model_dir: Path | None = None) -> dict:
         problems.append("plain ASCII text encodes to the unknown token")
 
     report = {
-        "folder": str(folder), "class": type(tok).__name__, "kind": kind, "vocab_size": size,
-        "probe_tokens": len(plain), "lossless": lossless, "unk_rate": round(unk_rate, 4),
+        "folder": str(folder),
+        "class": type(tok).__name__,
+        "kind": kind,
+        "vocab_size": size,
+        "probe_tokens": len(plain),
+        "lossless": lossless,
+        "unk_rate": round(unk_rate, 4),
         "chat_template": _check_chat_template(tok, size, problems),
         "slow_files": _check_slow_files(folder, tok, problems),
         "forward": _check_forward(model_dir, ids, size, problems) if model_dir else None,
-        "files": {p.relative_to(folder).as_posix(): p.stat().st_size
-                  for p in sorted(folder.rglob("*")) if p.is_file()},
+        "files": {
+            p.relative_to(folder).as_posix(): p.stat().st_size
+            for p in sorted(folder.rglob("*"))
+            if p.is_file()
+        },
     }
     report["size_bytes"] = sum(report["files"].values())
     report["problems"] = problems
@@ -106,7 +114,9 @@ def _check_chat_template(tok, size: int, problems: list[str]) -> dict | None:
     if any(i >= size for i in ids):
         problems.append(f"chat template encodes to id {max(ids)} >= {size}")
     # Each special token written by the template must stay one id, not be spelled out.
-    split = [t for t in tok.added_tokens_encoder if t in text and tok.added_tokens_encoder[t] not in ids]
+    split = [
+        t for t in tok.added_tokens_encoder if t in text and tok.added_tokens_encoder[t] not in ids
+    ]
     if split:
         problems.append(f"chat template tokens {split} are not encoded as single ids")
     return {"rendered": True, "chars": len(text), "tokens": len(ids)}
@@ -128,7 +138,9 @@ def _check_slow_files(folder: Path, tok, problems: list[str]) -> dict:
             problems.append(f"{name}: piece {mismatch[0]} differs from tokenizer.json")
         same = sp.encode(ASCII_PROBE) == tok(ASCII_PROBE, add_special_tokens=False)["input_ids"]
         if not same:
-            problems.append(f"{name}: sentencepiece and tokenizer.json encode ASCII text differently")
+            problems.append(
+                f"{name}: sentencepiece and tokenizer.json encode ASCII text differently"
+            )
         found[name] = {"pieces": len(pieces), "same_ids": same}
     for name in files_fmt.TIKTOKEN_NAMES:
         ranks = files_fmt.read_tiktoken(folder / name) if (folder / name).is_file() else None
@@ -137,7 +149,11 @@ def _check_slow_files(folder: Path, tok, problems: list[str]) -> dict:
         from transformers.convert_slow_tokenizer import bytes_to_unicode
 
         enc = bytes_to_unicode()
-        bad = [r for b, r in ranks.items() if tok.convert_ids_to_tokens(r) != "".join(enc[x] for x in b)]
+        bad = [
+            r
+            for b, r in ranks.items()
+            if tok.convert_ids_to_tokens(r) != "".join(enc[x] for x in b)
+        ]
         if bad:
             problems.append(f"{name}: rank {min(bad)} differs from tokenizer.json")
         found[name] = {"ranks": len(ranks)}

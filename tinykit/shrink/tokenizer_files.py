@@ -56,7 +56,6 @@ def shrink_sentencepiece(src: Path, dest: Path, new_vocab: list[str]) -> bool:
         n += 1
     if any(tok in by_piece for tok in new_vocab[n:]):
         return False
-    old_ids = {p.piece: i for i, p in enumerate(proto.pieces)}
     special_ids = {}
     for field in ("unk_id", "bos_id", "eos_id", "pad_id"):
         old = getattr(proto.trainer_spec, field)
@@ -74,7 +73,6 @@ def shrink_sentencepiece(src: Path, dest: Path, new_vocab: list[str]) -> bool:
     proto.normalizer_spec.precompiled_charsmap = b""
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_bytes(proto.SerializeToString())
-    del old_ids
     return True
 
 
@@ -87,7 +85,10 @@ def read_tiktoken(path: Path) -> dict[bytes, int] | None:
     if len(lines) < 512 or len(lines) % 2:
         return None
     try:
-        return {base64.b64decode(tok, validate=True): int(rank) for tok, rank in zip(lines[::2], lines[1::2])}
+        return {
+            base64.b64decode(tok, validate=True): int(rank)
+            for tok, rank in zip(lines[::2], lines[1::2], strict=True)
+        }
     except ValueError:
         return None
 
@@ -128,7 +129,11 @@ def tiktoken_to_json(ranks: dict[bytes, int], limit: int, pattern: str = LLAMA3_
     vocab = {text(tok): i for i, tok in enumerate(kept)}
     merges = []
     for tok in kept:
-        splits = [(tok[:i], tok[i:]) for i in range(1, len(tok)) if tok[:i] in kept_set and tok[i:] in kept_set]
+        splits = [
+            (tok[:i], tok[i:])
+            for i in range(1, len(tok))
+            if tok[:i] in kept_set and tok[i:] in kept_set
+        ]
         splits.sort(key=lambda ab: (ranks[ab[0]], ranks[ab[1]]))
         merges += [(text(a), text(b)) for a, b in splits]
     tok = Tokenizer(BPE(vocab, merges, fuse_unk=False, ignore_merges=True))

@@ -125,9 +125,11 @@ def choose_tokens(
     if len(must) > vocab // 2:
         raise ShrinkConstraintError(
             f"tokenizer needs {len(must)} special tokens, more than half of --vocab {vocab}. "
-            f"The special tokens (named in tokenizer_config.json, the chat template or config.json) "
+            "The special tokens (named in tokenizer_config.json, the chat template or config.json) "
             f"must all be kept. Pass --vocab {max(1024, 4 * len(must))} or more.",
-            field="vocab", value=vocab, constraint=f">= {2 * len(must)}",
+            field="vocab",
+            value=vocab,
+            constraint=f">= {2 * len(must)}",
         )
     room = max(0, int(vocab * optional_share) - len(must))
     optional = [a for a in added if a["content"] not in essential][:room]
@@ -145,7 +147,9 @@ def choose_tokens(
             f"--vocab {vocab} is too small for this {kind} tokenizer. It needs {len(required)} "
             f"base tokens (unknown token and byte coverage) plus {len(kept_added)} special tokens. "
             f"Pass --vocab {len(required) + len(kept_added) + 64} or more.",
-            field="vocab", value=vocab, constraint=f">= {len(required) + len(kept_added)}",
+            field="vocab",
+            value=vocab,
+            constraint=f">= {len(required) + len(kept_added)}",
         )
     chosen: dict[str, None] = {}
     for tok in _ordered(required, _preferred_base(tj, kind), candidates, present):
@@ -199,7 +203,9 @@ def rebuild(tj: dict, kept_old_ids: list[int]) -> tuple[dict, dict[int, int]]:
         model["merges"] = _kept_merges(model.get("merges", []), set(model["vocab"]))
 
     new["added_tokens"] = [
-        {**a, "id": old_to_new[a["id"]]} for a in new.get("added_tokens", []) if a["id"] in old_to_new
+        {**a, "id": old_to_new[a["id"]]}
+        for a in new.get("added_tokens", [])
+        if a["id"] in old_to_new
     ]
     new["post_processor"] = _remap_processor(new.get("post_processor"), by_content)
     if new.get("padding") and new["padding"].get("pad_token") in by_content:
@@ -277,7 +283,9 @@ def drop_precompiled_normalizer(tj: dict) -> dict:
     return tj
 
 
-def shrink_json(tj: dict, vocab: int, essential: set[str]) -> tuple[dict, dict[int, int], list[str]]:
+def shrink_json(
+    tj: dict, vocab: int, essential: set[str]
+) -> tuple[dict, dict[int, int], list[str]]:
     """Shrink to at most `vocab` ids. Returns (document, old -> new ids, dropped added tokens)."""
     essential = set(essential) | processor_tokens(tj) | {unk_token(tj)} - {None}
     kept, dropped = choose_tokens(tj, vocab, essential)

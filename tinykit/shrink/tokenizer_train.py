@@ -1,4 +1,4 @@
-"""Training fallbacks: retrain a source tokenizer small (its pipeline kept), or train one from scratch.
+"""Training fallbacks: retrain a source small (its pipeline kept), or train one from scratch.
 
 Used when editing is impossible: an unknown model type, a repo that ships only
 tokenizer_config.json (the vocab files are missing), or a bare transformers model_type.
@@ -61,8 +61,14 @@ def class_for_model_type(model_type: str) -> str:
 def _text_model_types() -> set[str]:
     from transformers.models.auto import modeling_auto
 
-    kinds = ("CAUSAL_LM", "SEQ_TO_SEQ_CAUSAL_LM", "MASKED_LM", "IMAGE_TEXT_TO_TEXT",
-             "SPEECH_SEQ_2_SEQ", "TEXT_ENCODING")
+    kinds = (
+        "CAUSAL_LM",
+        "SEQ_TO_SEQ_CAUSAL_LM",
+        "MASKED_LM",
+        "IMAGE_TEXT_TO_TEXT",
+        "SPEECH_SEQ_2_SEQ",
+        "TEXT_ENCODING",
+    )
     found: set[str] = set()
     for kind in kinds:
         found |= set(getattr(modeling_auto, f"MODEL_FOR_{kind}_MAPPING_NAMES", {}))
@@ -100,19 +106,23 @@ def retrain_json(source_tokenizer, vocab: int) -> dict:
 
 
 def _train(tok, vocab: int, extra_corpus) -> dict:
-    corpus = list(CORPUS) + [" ".join(extra_corpus[i : i + 64]) for i in range(0, len(extra_corpus), 64)]
+    corpus = list(CORPUS) + [
+        " ".join(extra_corpus[i : i + 64]) for i in range(0, len(extra_corpus), 64)
+    ]
     base = json.loads(tok._tokenizer.to_str())
     needs_bytes = base["model"].get("type") == "BPE" and base["model"].get("byte_fallback")
     budget = vocab - (len(BYTE_FALLBACK_PIECES) if needs_bytes else 0)
     trained = tok.train_new_from_iterator(corpus, vocab_size=max(budget, 32))
     tj = json.loads(trained._tokenizer.to_str())
     if needs_bytes:
-        tj = append_model_tokens(tj, [p for p in BYTE_FALLBACK_PIECES if p not in tj["model"]["vocab"]])
+        tj = append_model_tokens(
+            tj, [p for p in BYTE_FALLBACK_PIECES if p not in tj["model"]["vocab"]]
+        )
     return tj
 
 
 def append_model_tokens(tj: dict, tokens: list[str]) -> dict:
-    """Add plain tokens at the end of a BPE/WordPiece/WordLevel model vocab; added-only tokens shift up."""
+    """Append plain tokens to a BPE/WordPiece/WordLevel vocab; added-only tokens shift up."""
     model = tj["model"]
     size = len(model["vocab"])
     shift = len(tokens)
@@ -128,13 +138,11 @@ def append_model_tokens(tj: dict, tokens: list[str]) -> dict:
 
 
 def append_added_tokens(tj: dict, entries: list[dict]) -> dict:
-    """Add special/added tokens (dicts with content, special, ...) missing from `tj`, after all ids."""
+    """Add the special/added tokens (dicts: content, special, ...) missing from `tj`, at the end."""
     have = {a["content"] for a in tj.get("added_tokens", [])}
     vocab = tj["model"]["vocab"]
     have |= {p for p, _ in vocab} if isinstance(vocab, list) else set(vocab)
-    next_id = 1 + max(
-        [len(vocab) - 1] + [a["id"] for a in tj.get("added_tokens", [])]
-    )
+    next_id = 1 + max([len(vocab) - 1] + [a["id"] for a in tj.get("added_tokens", [])])
     for e in entries:
         if e["content"] in have:
             continue
