@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tokenizer_sources import assert_tiny, hub
 
-from tinykit.errors import UnsupportedModelError
+from tinykit.errors import UnsupportedModelError, UsageError
 from tinykit.shrink.tokenizer import shrink_tokenizer
 from tinykit.shrink.tokenizer_check import ASCII_PROBE, check_tokenizer
 from tinykit.shrink.tokenizer_files import LLAMA3_PATTERN
@@ -194,3 +194,9 @@ def test_byte_tokenizers_round_trip_any_text(tiny_byte_tokenizers, text):
         ids = tok(text, add_special_tokens=False)["input_ids"]
         assert all(0 <= i < len(tok) for i in ids)
         assert tok.decode(ids, clean_up_tokenization_spaces=False) == text
+
+
+def test_check_refuses_a_folder_without_tokenizer_files(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(UsageError, match="no tokenizer files"):
+        check_tokenizer(tmp_path)

@@ -10,6 +10,7 @@ import json
 import unicodedata
 from pathlib import Path
 
+from tinykit.errors import UsageError
 from tinykit.shrink import tokenizer_files as files_fmt
 from tinykit.shrink import tokenizer_json as tjson
 
@@ -40,7 +41,15 @@ def check_tokenizer(folder: Path, model_dir: Path | None = None) -> dict:
     """Check the tokenizer in `folder` (and, with `model_dir`, a forward pass of that model)."""
     from transformers import AutoTokenizer
 
+    from tinykit.shrink.tokenizer_source import has_tokenizer_files
+
     folder = Path(folder)
+    if not has_tokenizer_files(folder):
+        raise UsageError(
+            f"{folder} has no tokenizer files to check. "
+            "check_tokenizer needs tokenizer.json, vocab files or a tokenizer .model. "
+            "Build one first: tinykit make-tiny-tokenizer SOURCE -o DIR."
+        )
     problems: list[str] = []
     tok = AutoTokenizer.from_pretrained(folder)
     tj = json.loads(tok._tokenizer.to_str())
@@ -60,12 +69,12 @@ def check_tokenizer(folder: Path, model_dir: Path | None = None) -> dict:
         problems.append(f"probe encodes to id {max(ids)} >= {size}")
     from tokenizers import Tokenizer
 
-    backend = Tokenizer.from_file(str(folder / "tokenizer.json"))
-    backend.no_padding()
-    backend.no_truncation()
-    raw = backend.encode(PROBE, add_special_tokens=False).ids
-    if raw != plain:
-        problems.append(f"{type(tok).__name__} and tokenizer.json encode the probe differently")
+    if (folder / "tokenizer.json").is_file():
+        backend = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        backend.no_padding()
+        backend.no_truncation()
+        if backend.encode(PROBE, add_special_tokens=False).ids != plain:
+            problems.append(f"{type(tok).__name__} and tokenizer.json encode the probe differently")
     lossless = None
     # CLIP-style BPEs pre-split bytes but mark word ends with a suffix: not lossless by design
     if kind in LOSSLESS_KINDS and not tj["model"].get("end_of_word_suffix"):
