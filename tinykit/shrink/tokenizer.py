@@ -13,19 +13,17 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from tinykit.errors import TinyArtifactInvalid, UnsupportedModelError, UsageError
+from tinykit.errors import TinyArtifactInvalid, UsageError
 from tinykit.shrink import tokenizer_files as files_fmt
 from tinykit.shrink import tokenizer_json as tjson
-from tinykit.shrink import tokenizer_train as train
 from tinykit.shrink.tokenizer_source import (
     Source,
     config_token_ids,
     essential_tokens,
     has_tokenizer_files,
-    load_source_tokenizer,
     read_source,
 )
 
@@ -54,7 +52,7 @@ class TinyTokenizer:
     files: tuple[str, ...]
     kind: str
     method: str = "edit"  # edit | retrain | scratch
-    dropped: tuple[str, ...] = field(default=())  # added tokens of the source not kept
+    dropped: tuple[str, ...] = ()  # added tokens of the source that were not kept
 
 
 def shrink_tokenizer(
@@ -79,12 +77,6 @@ def shrink_tokenizer(
     tj, dropped = source.tj, ()
     old_to_new: dict[int, int] = {}
     if source.method == "edit":
-        try:
-            tjson.tokenizer_kind(tj)
-        except UnsupportedModelError:
-            tok = load_source_tokenizer(Path(src), source.config)
-            source.tj, source.method = train.retrain_json(tok, vocab), "retrain"
-    if source.method == "edit":
         vocab_before = tjson.model_vocab(tj)
         by_id = {
             i: vocab_before[i] for i in config_token_ids(source.folder) if i < len(vocab_before)
@@ -93,7 +85,6 @@ def shrink_tokenizer(
         essential = essential_tokens(
             source.folder, source.config, tj.get("added_tokens", []), by_id
         )
-        # config-referenced ids that are plain vocab tokens are kept as they are
         tj, old_to_new, dropped = tjson.shrink_json(tj, vocab, essential)
     else:
         tj = tjson.drop_precompiled_normalizer(source.tj)

@@ -1,7 +1,7 @@
 """Training fallbacks: retrain a source small (its pipeline kept), or train one from scratch.
 
-Used when editing is impossible: an unknown model type, a repo that ships only
-tokenizer_config.json (the vocab files are missing), or a bare transformers model_type.
+Used when there is nothing to edit (a repo that ships only tokenizer_config.json because its
+vocab files are LFS-only, or a bare transformers model_type), or on request (method="retrain").
 """
 
 from __future__ import annotations
