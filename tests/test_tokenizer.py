@@ -138,5 +138,8 @@ def test_clear_errors(tmp_path):
         shrink_tokenizer(hub("openai-community/gpt2-xl"), tmp_path, vocab=200)  # < 256 bytes
     with pytest.raises(ShrinkConstraintError, match="special tokens"):
         shrink_tokenizer(hub("openai/whisper-base"), tmp_path, vocab=128)
+    with pytest.raises(ShrinkConstraintError, match="Pass --vocab"):  # CLIP needs every "c</w>"
+        shrink_tokenizer(hub("openai/clip-vit-large-patch14"), tmp_path, vocab=300)
+    assert list(tmp_path.iterdir()) == []
     with pytest.raises(UsageError, match="neither"):
         shrink_tokenizer(None, tmp_path, vocab=1024)

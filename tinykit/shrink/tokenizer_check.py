@@ -63,8 +63,8 @@ def check_tokenizer(folder: Path, model_dir: Path | None = None) -> dict:
         if idx is None or idx >= size or tok.convert_ids_to_tokens(idx) != special:
             problems.append(f"special token {special!r} does not round-trip (id {idx})")
 
-    ids = tok(PROBE, add_special_tokens=True)["input_ids"]
-    plain = tok(PROBE, add_special_tokens=False)["input_ids"]
+    ids = tok(PROBE, add_special_tokens=True, verbose=False)["input_ids"]
+    plain = tok(PROBE, add_special_tokens=False, verbose=False)["input_ids"]
     if any(i >= size for i in ids):
         problems.append(f"probe encodes to id {max(ids)} >= {size}")
     from tokenizers import Tokenizer

@@ -95,6 +95,9 @@ def _required_base(tj: dict, kind: str, vocab: set[str]) -> list[str]:
         required += byte_level_alphabet()
     elif kind.startswith("byte-fallback"):
         required += BYTE_FALLBACK_PIECES
+    suffix = tj["model"].get("end_of_word_suffix")
+    if suffix:  # CLIP: a word's last character only exists as "c</w>"
+        required += [c + suffix for c in _ASCII if c != " "]
     return [t for t in required if t in vocab]
 
 
