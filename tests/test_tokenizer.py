@@ -120,7 +120,7 @@ def test_mistral_v3_keeps_chat_tokens_and_drops_unused_control_tokens(tmp_path):
 
 
 def test_output_is_byte_identical_across_runs(tmp_path):
-    for repo in ("google-t5/t5-base", "meta-llama/Llama-2-7b-hf", "google/gemma-2b-it"):
+    for repo in ("google-t5/t5-base", "google/gemma-2b-it"):  # SentencePiece mirror; training
         a, b = tmp_path / "a" / repo, tmp_path / "b" / repo
         a.mkdir(parents=True), b.mkdir(parents=True)
         ra = shrink_tokenizer(hub(repo), a, vocab=600)
