@@ -200,3 +200,16 @@ def test_check_refuses_a_folder_without_tokenizer_files(tmp_path):
     (tmp_path / "config.json").write_text("{}")
     with pytest.raises(UsageError, match="no tokenizer files"):
         check_tokenizer(tmp_path)
+
+
+def test_shrink_into_a_fixture_folder_lists_only_its_own_files(tmp_path):
+    """make_tiny writes the model next to the tokenizer: `files` must not claim those."""
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
+    result = shrink_tokenizer(hub("meta-llama/Llama-2-7b-hf"), tmp_path, vocab=512)
+    assert result.files == (
+        "special_tokens_map.json",
+        "tokenizer.json",
+        "tokenizer.model",
+        "tokenizer_config.json",
+    )
+    assert (tmp_path / "config.json").read_text() == '{"model_type": "gpt2"}'

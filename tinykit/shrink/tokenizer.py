@@ -151,18 +151,21 @@ def _write(out: Path, source: Source, tj: dict) -> tuple[str, ...]:
     (out / "tokenizer_config.json").write_text(
         json.dumps(config, indent=2, sort_keys=True, ensure_ascii=False) + "\n", "utf-8"
     )
+    written = ["tokenizer.json", "tokenizer_config.json"]
     if source.folder is not None:
         for name in _COPIED:
             if (source.folder / name).is_file():
                 shutil.copyfile(source.folder / name, out / name)
+                written.append(name)
     vocab = tjson.model_vocab(tj)
     if source.method == "edit" and source.sentencepiece:
-        files_fmt.shrink_sentencepiece(
-            source.folder / source.sentencepiece, out / source.sentencepiece, vocab
-        )
+        target = out / source.sentencepiece
+        if files_fmt.shrink_sentencepiece(source.folder / source.sentencepiece, target, vocab):
+            written.append(source.sentencepiece)
     if source.method == "edit" and source.tiktoken:
         files_fmt.write_tiktoken(out / source.tiktoken, vocab)
-    return tuple(sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()))
+        written.append(source.tiktoken)
+    return tuple(sorted(written))
 
 
 def make_tiny_tokenizer(
