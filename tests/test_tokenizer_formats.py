@@ -213,3 +213,15 @@ def test_shrink_into_a_fixture_folder_lists_only_its_own_files(tmp_path):
         "tokenizer_config.json",
     )
     assert (tmp_path / "config.json").read_text() == '{"model_type": "gpt2"}'
+
+
+def test_tiktoken_file_next_to_tokenizer_json_is_mirrored(llama3_style_source, tmp_path):
+    """Real Llama-3 repos ship both; the tiny copies must agree rank for id."""
+    src = tmp_path / "both"
+    shutil.copytree(llama3_style_source / "original", src / "original")
+    shutil.copyfile(hub("openai-community/gpt2-xl") / "tokenizer.json", src / "tokenizer.json")
+    out = tmp_path / "tiny"
+    result = shrink_tokenizer(src, out, vocab=700)
+    assert "original/tokenizer.model" in result.files
+    report = check_tokenizer(out)  # checks each rank's bytes against tokenizer.json's token
+    assert report["ok"] and report["slow_files"]["original/tokenizer.model"]["ranks"] == 699

@@ -163,7 +163,8 @@ def _write(out: Path, source: Source, tj: dict) -> tuple[str, ...]:
         if files_fmt.shrink_sentencepiece(source.folder / source.sentencepiece, target, vocab):
             written.append(source.sentencepiece)
     if source.method == "edit" and source.tiktoken:
-        files_fmt.write_tiktoken(out / source.tiktoken, vocab)
+        special = {a["content"] for a in tj.get("added_tokens", [])}
+        files_fmt.write_tiktoken(out / source.tiktoken, vocab, special)
         written.append(source.tiktoken)
     return tuple(sorted(written))
 

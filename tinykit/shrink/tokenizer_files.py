@@ -148,11 +148,13 @@ def tiktoken_to_json(ranks: dict[bytes, int], limit: int, pattern: str = LLAMA3_
     return json.loads(tok.to_str())
 
 
-def write_tiktoken(dest: Path, new_vocab: list[str]) -> None:
-    """Write the byte-level model vocab (by new id) as a tiktoken rank file."""
+def write_tiktoken(dest: Path, new_vocab: list[str], special: set[str] = frozenset()) -> None:
+    """Write the byte-level model vocab (by new id) as a tiktoken rank file, specials left out."""
     dec = {c: b for b, c in _byte_encoder().items()}
     lines = []
     for rank, tok in enumerate(new_vocab):
+        if tok in special:  # tiktoken files hold mergeable ranks only (GPT-2's <|endoftext|>)
+            continue
         raw = bytes(dec[c] for c in tok)
         lines.append(f"{base64.b64encode(raw).decode()} {rank}\n")
     dest.parent.mkdir(parents=True, exist_ok=True)

@@ -157,6 +157,10 @@ def _added_entry(e: dict) -> dict:
     }
 
 
+def _is_tiktoken(path: Path) -> bool:
+    return path.is_file() and files_fmt.read_tiktoken(path) is not None
+
+
 def _class_name(folder: Path | None, config: dict, fallback: str) -> str:
     if config.get("tokenizer_class"):
         return config["tokenizer_class"]
@@ -231,8 +235,18 @@ def read_source(src: Path | None, vocab: int, model_type: str | None, method: st
     if (src / "tokenizer.json").is_file():
         tj = json.loads(Tokenizer.from_file(str(src / "tokenizer.json")).to_str())
         cls = _class_name(src, config, "PreTrainedTokenizerFast")
+        # Llama-3 repos ship original/tokenizer.model (tiktoken) next to tokenizer.json
+        tiktoken = next((n for n in files_fmt.TIKTOKEN_NAMES if _is_tiktoken(src / n)), None)
+        if tjson.tokenizer_kind(tj) != "byte-level-bpe":
+            tiktoken = None
         return Source(
-            src, _merge_added(tj, declared), config, cls, sentencepiece=sp, old_ids=old_ids
+            src,
+            _merge_added(tj, declared),
+            config,
+            cls,
+            sentencepiece=sp,
+            tiktoken=tiktoken,
+            old_ids=old_ids,
         )
     if sp or (src / "vocab.txt").is_file() or (src / "merges.txt").is_file():
         fallback = (
