@@ -15,6 +15,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "HubServer": "tinykit.hub_server",
     "make_tiny": "tinykit.shrink.build",
+    "make_tiny_tokenizer": "tinykit.shrink.tokenizer",
     "verify": "tinykit.shrink.verify",
     "ShrinkSpec": "tinykit.shrink.spec",
 }
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from tinykit.hub_server import HubServer
     from tinykit.shrink.build import make_tiny
     from tinykit.shrink.spec import ShrinkSpec
+    from tinykit.shrink.tokenizer import make_tiny_tokenizer
     from tinykit.shrink.verify import verify
 
 
