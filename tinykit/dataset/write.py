@@ -73,12 +73,20 @@ def write_dataset(out: Path, configs: dict[str, list[Split]], card: Card, overwr
 
 
 def _write_parquet(path: Path, split: Split) -> int:
+    import pyarrow as pa
     import pyarrow.parquet as pq
-    from datasets import Dataset
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    table = Dataset.from_list(split.rows, features=split.features).data.table
-    # the schema metadata carries the exact Features (ClassLabel names, Image, Audio, ...)
+    # Rows are already in storage form (media as {"bytes", "path"}, labels as ints), so they go
+    # straight to Arrow: `Features.encode_example` would need torchcodec just to pass audio bytes
+    # through. The schema metadata carries the exact Features (ClassLabel names, Image, Audio).
+    try:
+        table = pa.Table.from_pylist(split.rows, schema=split.features.arrow_schema)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as e:
+        raise UsageError(
+            f"Rows of split {split.name!r} do not fit their features: {e}. "
+            "Check that every row matches the source's schema."
+        ) from e
     pq.write_table(table, path, row_group_size=max(1, len(split.rows)))
     return table.nbytes
 
@@ -136,3 +144,19 @@ def render_card(configs: dict[str, list[Split]], card: Card) -> str:
         f"| config | split | rows |\n|---|---|---|\n{table}\n\n"
         f"## Rebuild\n\n```bash\n{card.command}\n```\n"
     )
+
+
+def summarize(out: Path) -> dict:
+    """{path, splits: {config: {split: rows}}, text} of a written dataset, read from its card."""
+    import yaml
+
+    text = (out / "README.md").read_text(encoding="utf-8")
+    meta = yaml.safe_load(text.split("---\n")[1])
+    splits = {
+        info["config_name"]: {s["name"]: s["num_examples"] for s in info["splits"]}
+        for info in meta.get("dataset_info", [])
+    }
+    lines = [f"wrote {out}"] + [
+        f"  {config}/{split}: {n} rows" for config, by in splits.items() for split, n in by.items()
+    ]
+    return {"path": str(out), "splits": splits, "text": "\n".join(lines)}
