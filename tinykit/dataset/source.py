@@ -136,7 +136,7 @@ def open_config(src: Source, config: str) -> DatasetBuilder:
 
 
 def split_names(builder: DatasetBuilder) -> list[str]:
-    return list(builder.config.data_files or {})
+    return [str(name) for name in builder.config.data_files or {}]
 
 
 def stream_rows(builder: DatasetBuilder, split: str, limit: int) -> tuple[Features | None, list]:
@@ -146,7 +146,31 @@ def stream_rows(builder: DatasetBuilder, split: str, limit: int) -> tuple[Featur
     """
     with _translated(None):
         stream = builder.as_streaming_dataset(split=split)
-        return stream.features, list(stream.decode(False).take(limit))
+        features = stream.features
+        if features is not None:
+            stream = stream.cast(_audio_read_as_image(features))
+        return features, list(stream.decode(False).take(limit))
+
+
+def _audio_read_as_image(feature: Any) -> Any:
+    """The same schema with every Audio read as an undecoded Image.
+
+    Audio folders yield file paths that `Audio.encode_example` turns into `{"bytes", "path"}`,
+    and it insists on importing torchcodec (which needs FFmpeg) even for that. An undecoded
+    Image has the same storage and makes the same dict with no extra package.
+    """
+    from datasets import Audio, Features, Image, LargeList, List
+
+    if isinstance(feature, Audio):
+        return Image(decode=False)
+    if isinstance(feature, dict):
+        mapped = {k: _audio_read_as_image(f) for k, f in feature.items()}
+        return Features(mapped) if isinstance(feature, Features) else mapped
+    if isinstance(feature, List):
+        return List(_audio_read_as_image(feature.feature), length=feature.length)
+    if isinstance(feature, LargeList):
+        return LargeList(_audio_read_as_image(feature.feature))
+    return feature
 
 
 def infer_features(rows: list[dict], where: str) -> Features:
