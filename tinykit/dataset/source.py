@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tinykit.errors import HubError, UsageError
+from tinykit.errors import UsageError
 
 if TYPE_CHECKING:
     from datasets import DatasetBuilder, Features
@@ -82,28 +82,11 @@ def _local_files(paths: list[Path], spec: str) -> Source:
 
 def _hub_sha(repo_id: str, revision: str | None) -> str:
     from huggingface_hub import HfApi
-    from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
 
-    try:
+    from tinykit.hub import hub_errors
+
+    with hub_errors(repo_id, revision):
         return HfApi().dataset_info(repo_id, revision=revision).sha
-    except RevisionNotFoundError as e:
-        raise HubError(
-            f"Hub dataset {repo_id!r} has no revision {revision!r}. "
-            "Pass an existing branch, tag or commit sha with --revision.",
-            repo_id=repo_id, revision=revision,
-        ) from e
-    except RepositoryNotFoundError as e:
-        raise HubError(
-            f"Hub dataset {repo_id!r} was not found (or is private). "
-            "Check the id on the Hub, or log in with `hf auth login` if it is private.",
-            repo_id=repo_id, revision=revision,
-        ) from e
-    except (HfHubHTTPError, OSError) as e:
-        raise HubError(
-            f"Could not reach the Hub for dataset {repo_id!r}: {e}. "
-            "Check the network and HF_ENDPOINT, then retry.",
-            repo_id=repo_id, revision=revision,
-        ) from e
 
 
 def config_names(src: Source) -> list[str]:
@@ -132,6 +115,12 @@ def open_config(src: Source, config: str) -> DatasetBuilder:
             f"Config {config!r} of {src.spec!r} is stored as {module!r}, which tinykit does not read. "
             f"Supported: {', '.join(SUPPORTED_MODULES)}. Convert the data files to parquet first."
         )
+    if module == "parquet" and builder.config.fragment_scan_options is None:
+        import pyarrow.dataset as pds
+
+        # pyarrow pre-buffers by coalescing reads up to 32 MiB, far past the one row group a
+        # small pool needs; without it each column chunk of that row group is one Range read.
+        builder.config.fragment_scan_options = pds.ParquetFragmentScanOptions(pre_buffer=False)
     return builder
 
 
