@@ -136,9 +136,9 @@ def stream_rows(builder: DatasetBuilder, split: str, limit: int) -> tuple[Featur
     with _translated(None):
         stream = builder.as_streaming_dataset(split=split)
         features = stream.features
-        if features is not None:
-            stream = stream.cast(_audio_read_as_image(features))
-        return features, list(stream.decode(False).take(limit))
+        if features is not None:  # schema-less formats (json, csv) have no media to keep undecoded
+            stream = stream.cast(_audio_read_as_image(features)).decode(False)
+        return features, list(stream.take(limit))
 
 
 def _audio_read_as_image(feature: Any) -> Any:
