@@ -133,7 +133,8 @@ def _is_features_file(path: Path) -> bool:
         data = json.loads(path.read_text())
     except ValueError:
         return False
-    return isinstance(data, dict) and all(isinstance(v, dict) and "_type" in v for v in data.values())
+    # json *data* is a list of rows, or a dict of columns (lists); a schema maps names to dicts
+    return isinstance(data, dict) and bool(data) and all(isinstance(v, dict) for v in data.values())
 
 
 def _features_from_dict(data: dict) -> Any:
