@@ -69,7 +69,9 @@ def test_conversational_messages_keep_their_nesting(src, tmp_path):
     source = datasets.load_dataset("json", data_files=str(src["chat"]), split="train")
     tiny = load(out)["train"]
     assert tiny.features == source.features
-    assert tiny.features["messages"] == datasets.List({"role": datasets.Value("string"), "content": datasets.Value("string")})
+    assert tiny.features["messages"] == datasets.List(
+        {"role": datasets.Value("string"), "content": datasets.Value("string")}
+    )
     by_source = {row["source"]: row["messages"] for row in source}
     for row in tiny:
         assert row["messages"] == by_source[row["source"]]
@@ -84,7 +86,9 @@ def test_multi_config_multi_split_with_classlabels(src, tmp_path):
         assert sorted(tiny) == ["test", "train"]
         for split in ("train", "test"):
             assert tiny[split].features == source[split].features
-            assert tiny[split].features["label"].names == table_dataset(config).features["label"].names
+            assert (
+                tiny[split].features["label"].names == table_dataset(config).features["label"].names
+            )
             # every label present in the source split survives, even with 4 rows for 3 labels
             assert set(tiny[split]["label"]) == set(source[split]["label"])
             assert len(tiny[split]) == 4
@@ -124,7 +128,9 @@ def _same_aspect(big, small):
 def test_image_text_rows_with_and_without_image_and_text(src, tmp_path):
     out = tinykit.make_tiny_dataset(src["image_text"], rows=5, out=tmp_path / "tiny")
     tiny = load(out)["train"]
-    assert tiny.features == datasets.Features({"image": datasets.Image(), "text": datasets.Value("string")})
+    assert tiny.features == datasets.Features(
+        {"image": datasets.Image(), "text": datasets.Value("string")}
+    )
     images = tiny["image"]
     assert any(i is None for i in images) and any(i is not None for i in images)
     assert "" in tiny["text"]
@@ -137,7 +143,9 @@ def test_audio_cut_to_one_second_keeping_rate_channels_and_format(src, tmp_path)
     tiny = load(out)["train"]
     assert tiny.features == source.features
     raw = tiny.cast_column("audio", datasets.Audio(decode=False))
-    originals = {p.name: sf.info(p) for p in (src["tones"] / "train").iterdir() if p.suffix != ".jsonl"}
+    originals = {
+        p.name: sf.info(p) for p in (src["tones"] / "train").iterdir() if p.suffix != ".jsonl"
+    }
     assert len(raw) == 8
     for row in raw:
         clip = sf.info(io.BytesIO(row["audio"]["bytes"]))
@@ -157,7 +165,10 @@ def test_csv_and_arrow_files(tmp_path):
     arrow_path = next((tmp_path / "saved").glob("*.arrow"))
 
     out = tinykit.make_tiny_dataset(csv_path, rows=5, out=tmp_path / "tiny-csv")
-    assert load(out)["train"].features == datasets.load_dataset("csv", data_files=str(csv_path))["train"].features
+    assert (
+        load(out)["train"].features
+        == datasets.load_dataset("csv", data_files=str(csv_path))["train"].features
+    )
     out = tinykit.make_tiny_dataset(arrow_path, rows=5, out=tmp_path / "tiny-arrow")
     assert load(out)["train"].features == iris.features
     assert set(load(out)["train"]["label"]) == {0, 1, 2}
@@ -173,14 +184,32 @@ def test_output_is_byte_reproducible(src, tmp_path):
 
 def test_cli_writes_and_reports(src, tmp_path, capsys):
     out = tmp_path / "tiny"
-    assert main(["make-tiny-dataset", str(src["tables"]), "--rows", "2", "--config", "iris", "-o", str(out), "--json"]) == 0
+    assert (
+        main(
+            [
+                "make-tiny-dataset",
+                str(src["tables"]),
+                "--rows",
+                "2",
+                "--config",
+                "iris",
+                "-o",
+                str(out),
+                "--json",
+            ]
+        )
+        == 0
+    )
     import json
 
     result = json.loads(capsys.readouterr().out)
     assert result["splits"] == {"iris": {"train": 2, "test": 2}}
     assert main(["make-tiny-dataset", str(src["tables"]), "--rows", "3", "-o", str(out)]) == 2
     assert "--force" in capsys.readouterr().err
-    assert main(["make-tiny-dataset", str(src["tables"]), "--rows", "3", "-o", str(out), "--force"]) == 0
+    assert (
+        main(["make-tiny-dataset", str(src["tables"]), "--rows", "3", "-o", str(out), "--force"])
+        == 0
+    )
     assert load(out, "wine")["train"].num_rows == 3
 
 
@@ -191,10 +220,20 @@ def test_cli_writes_and_reports(src, tmp_path, capsys):
         (lambda s, t: [str(s["tables"]), "--split", "validation"], "Unknown split 'validation'"),
         (lambda s, t: [str(s["text"]), "--rows", "0"], "rows=0 is not a positive integer"),
         (lambda s, t: [str(_file(t, "data.xyz", b"1,2"))], "Unsupported data file format"),
-        (lambda s, t: [str(t / "missing.parquet")], "is neither an existing file or folder nor a Hub id"),
+        (
+            lambda s, t: [str(t / "missing.parquet")],
+            "is neither an existing file or folder nor a Hub id",
+        ),
         (lambda s, t: [str(_broken_images(t))], "Unreadable image"),
     ],
-    ids=["unknown-config", "unknown-split", "zero-rows", "unsupported-format", "missing-file", "unreadable-media"],
+    ids=[
+        "unknown-config",
+        "unknown-split",
+        "zero-rows",
+        "unsupported-format",
+        "missing-file",
+        "unreadable-media",
+    ],
 )
 def test_bad_input_is_one_line_and_writes_nothing(src, tmp_path, capsys, case, expected):
     work = tmp_path / "work"

@@ -11,7 +11,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import soundfile as sf
-from dataset_sources import audiofolder, chat_jsonl, image_text_parquet, imagefolder, multi_config_repo
+from dataset_sources import (
+    audiofolder,
+    chat_jsonl,
+    image_text_parquet,
+    imagefolder,
+    multi_config_repo,
+)
 from PIL import Image
 
 import tinykit
@@ -29,10 +35,17 @@ def test_multi_config_repo_keeps_configs_splits_features_and_pins_the_revision(t
     repo = multi_config_repo(tmp_path / "src")
     tiny_hub.add_dataset("sklearn/tables", repo)
     out = tinykit.make_tiny_dataset("sklearn/tables", rows=4, out=tmp_path / "tiny")
-    sha = datasets.load_dataset_builder("sklearn/tables", "iris").config.data_files["train"][0].split("@")[1][:40]
+    sha = (
+        datasets.load_dataset_builder("sklearn/tables", "iris")
+        .config.data_files["train"][0]
+        .split("@")[1][:40]
+    )
     assert datasets.get_dataset_config_names(str(out)) == ["iris", "wine"]
     for config in ("iris", "wine"):
-        source, tiny = datasets.load_dataset("sklearn/tables", config), datasets.load_dataset(str(out), config)
+        source, tiny = (
+            datasets.load_dataset("sklearn/tables", config),
+            datasets.load_dataset(str(out), config),
+        )
         for split in ("train", "test"):
             assert tiny[split].features == source[split].features
             assert set(tiny[split]["label"]) == set(source[split]["label"])
@@ -61,7 +74,9 @@ def test_audio_and_conversations_from_the_hub(tiny_hub, tmp_path):
     tiny_hub.add_dataset("speech/tones", audiofolder(tmp_path / "a"))
     tiny_hub.add_dataset("chat/docs", chat_jsonl(tmp_path / "b").parent)
     out = tinykit.make_tiny_dataset("speech/tones", rows=3, out=tmp_path / "tones")
-    clips = datasets.load_dataset(str(out), split="train").cast_column("audio", datasets.Audio(decode=False))
+    clips = datasets.load_dataset(str(out), split="train").cast_column(
+        "audio", datasets.Audio(decode=False)
+    )
     assert clips.features["audio"] == datasets.Audio(decode=False) and len(clips) == 3
     for clip in clips["audio"]:
         info = sf.info(io.BytesIO(clip["bytes"]))
@@ -84,9 +99,15 @@ def test_a_large_parquet_file_is_read_by_ranges_not_downloaded(tiny_hub, tmp_pat
     tiny_hub.add_dataset("big/text", tmp_path / "big")
     out = tinykit.make_tiny_dataset("big/text", rows=10, out=tmp_path / "tiny")
     assert datasets.load_dataset(str(out), split="train").num_rows == 10
-    gets = [r for r in tiny_hub.log.records if r.method == "GET" and r.filename and r.filename.endswith(".parquet")]
+    gets = [
+        r
+        for r in tiny_hub.log.records
+        if r.method == "GET" and r.filename and r.filename.endswith(".parquet")
+    ]
     assert gets and all(r.status in (206, 302) and r.range for r in gets), "only ranged reads"
-    sent = sum(int(b) - int(a) + 1 for a, b in (r.range[6:].split("-") for r in gets if r.status == 206))
+    sent = sum(
+        int(b) - int(a) + 1 for a, b in (r.range[6:].split("-") for r in gets if r.status == 206)
+    )
     assert sent < 0.15 * path.stat().st_size, f"read {sent:,} of {path.stat().st_size:,} bytes"
 
 
@@ -100,7 +121,9 @@ def test_a_large_parquet_file_is_read_by_ranges_not_downloaded(tiny_hub, tmp_pat
     ],
     ids=["unknown-repo", "unknown-revision", "unknown-config", "unknown-split"],
 )
-def test_bad_hub_input_is_one_line_and_writes_nothing(tiny_hub, tmp_path, capsys, argv, code, expected):
+def test_bad_hub_input_is_one_line_and_writes_nothing(
+    tiny_hub, tmp_path, capsys, argv, code, expected
+):
     tiny_hub.add_dataset("sklearn/tables", multi_config_repo(tmp_path / "src"))
     (tmp_path / "outs").mkdir()
     capsys.readouterr()  # drop the progress bars of building the source

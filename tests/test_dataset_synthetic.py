@@ -63,7 +63,10 @@ def test_rows_are_accepted_by_datasets_itself(rows):
 
 
 @settings(max_examples=20, deadline=None)
-@given(image=feature_values(Image(), allow_missing=False), audio=feature_values(Audio(sampling_rate=8000), allow_missing=False))
+@given(
+    image=feature_values(Image(), allow_missing=False),
+    audio=feature_values(Audio(sampling_rate=8000), allow_missing=False),
+)
 def test_media_values_are_real_files(image, audio):
     assert PILImage.open(io.BytesIO(image["bytes"])).format == "PNG"
     info = sf.info(io.BytesIO(audio["bytes"]))
@@ -95,15 +98,23 @@ def test_synthetic_dataset_loads_with_the_exact_features(tmp_path):
 def test_same_seed_same_bytes_in_another_process_other_seed_differs(tmp_path):
     features_json = tmp_path / "features.json"
     features_json.write_text(json.dumps(RICH.to_dict()))
-    here = tinykit.make_synthetic_dataset(features_json, rows=10, out=tmp_path / "a" / "synth", seed=7)
+    here = tinykit.make_synthetic_dataset(
+        features_json, rows=10, out=tmp_path / "a" / "synth", seed=7
+    )
     code = (
         "import sys, tinykit; "
-        f"tinykit.make_synthetic_dataset({str(features_json)!r}, rows=10, out={str(tmp_path / 'b' / 'synth')!r}, seed=7)"
+        f"tinykit.make_synthetic_dataset({str(features_json)!r}, rows=10, "
+        f"out={str(tmp_path / 'b' / 'synth')!r}, seed=7)"
     )
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
     assert files_of(here) == files_of(tmp_path / "b" / "synth")
-    other = tinykit.make_synthetic_dataset(features_json, rows=10, out=tmp_path / "c" / "synth", seed=8)
-    assert files_of(other)["data/train-00000-of-00001.parquet"] != files_of(here)["data/train-00000-of-00001.parquet"]
+    other = tinykit.make_synthetic_dataset(
+        features_json, rows=10, out=tmp_path / "c" / "synth", seed=8
+    )
+    assert (
+        files_of(other)["data/train-00000-of-00001.parquet"]
+        != files_of(here)["data/train-00000-of-00001.parquet"]
+    )
 
 
 def test_schema_copied_from_a_dataset_without_its_rows(tmp_path):
@@ -120,9 +131,25 @@ def test_schema_copied_from_a_dataset_without_its_rows(tmp_path):
 
 def test_cli_from_a_features_file(tmp_path, capsys):
     features_json = tmp_path / "features.json"
-    features_json.write_text(json.dumps(Features({"q": Value("string"), "y": ClassLabel(names=["a", "b"])}).to_dict()))
+    features_json.write_text(
+        json.dumps(Features({"q": Value("string"), "y": ClassLabel(names=["a", "b"])}).to_dict())
+    )
     out = tmp_path / "synth"
-    assert main(["make-synthetic-dataset", "--features", str(features_json), "--rows", "4", "-o", str(out), "--json"]) == 0
+    assert (
+        main(
+            [
+                "make-synthetic-dataset",
+                "--features",
+                str(features_json),
+                "--rows",
+                "4",
+                "-o",
+                str(out),
+                "--json",
+            ]
+        )
+        == 0
+    )
     assert json.loads(capsys.readouterr().out)["splits"] == {"default": {"train": 4}}
     card = (out / "README.md").read_text()
     assert "tinykit make-synthetic-dataset" in card and "seed 0" in card

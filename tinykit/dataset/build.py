@@ -55,7 +55,9 @@ def make_tiny_dataset(
         for config, b in builders.items()
     }
     pool = max(POOL_FACTOR * rows, MIN_POOL)
-    tables = {config: _tiny_config(builders[config], names, rows, pool) for config, names in plan.items()}
+    tables = {
+        config: _tiny_config(builders[config], names, rows, pool) for config, names in plan.items()
+    }
     card = Card(
         title=f"tiny-{_name_of(source)}",
         source=src.spec,

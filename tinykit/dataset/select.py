@@ -2,10 +2,10 @@
 
 From a pool of candidate rows, the picks come in this order until `n` are chosen:
 the shortest and the longest row; a row with a missing (None) field, one with an empty
-("" or []) field, and one with every field filled; for each media column a row with media and one without; one row per
-`ClassLabel` value (so every label present in the pool survives); the typical (median-size)
-row; then rows spread evenly over the size distribution. The chosen rows keep their pool
-order. No randomness: the same pool always gives the same picks.
+("" or []) field, and one with every field filled; for each media column a row with media
+and one without; one row per `ClassLabel` value (so every label present in the pool
+survives); the typical (median-size) row; then rows spread evenly over the size range.
+The chosen rows keep their pool order. No randomness: the same pool gives the same picks.
 """
 
 from __future__ import annotations
