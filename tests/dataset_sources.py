@@ -92,7 +92,7 @@ def multi_config_repo(root: Path) -> Path:
         for split in ("train", "test"):
             ds[split].to_parquet(str(repo / name / f"{split}-00000-of-00001.parquet"))
     (repo / "README.md").write_text(
-        "---\nconfigs:\n"
+        "---\nlicense: bsd-3-clause\nconfigs:\n"
         "- config_name: iris\n  data_files:\n  - split: train\n    path: iris/train-*.parquet\n"
         "  - split: test\n    path: iris/test-*.parquet\n"
         "- config_name: wine\n  data_files:\n  - split: train\n    path: wine/train-*.parquet\n"

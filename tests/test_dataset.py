@@ -81,6 +81,7 @@ def test_conversational_messages_keep_their_nesting(src, tmp_path):
 def test_multi_config_multi_split_with_classlabels(src, tmp_path):
     out = tinykit.make_tiny_dataset(src["tables"], rows=4, out=tmp_path / "tiny")
     assert datasets.get_dataset_config_names(str(out)) == ["iris", "wine"]
+    assert "\nlicense: bsd-3-clause\n" in (out / "README.md").read_text(), "license copied"
     for config in ("iris", "wine"):
         source, tiny = load(src["tables"], config), load(out, config)
         assert sorted(tiny) == ["test", "train"]

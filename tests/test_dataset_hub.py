@@ -51,6 +51,7 @@ def test_multi_config_repo_keeps_configs_splits_features_and_pins_the_revision(t
             assert set(tiny[split]["label"]) == set(source[split]["label"])
             assert len(tiny[split]) == 4
     card = (out / "README.md").read_text()
+    assert "\nlicense: bsd-3-clause\n" in card
     assert f"at revision `{sha}`" in card
     assert f"tinykit make-tiny-dataset sklearn/tables --rows 4 --revision {sha} -o tiny" in card
     # the same rows read from the Hub or from disk give the same parquet bytes

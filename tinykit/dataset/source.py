@@ -105,6 +105,41 @@ def _hub_sha(repo_id: str, revision: str | None) -> str:
         return HfApi().dataset_info(repo_id, revision=revision).sha
 
 
+def license_of(src: Source) -> str | None:
+    """The `license:` of the source's dataset card, copied into the tiny one."""
+    import yaml
+
+    if src.kind == "files":
+        return None
+    if src.kind == "folder":
+        card = Path(src.spec) / "README.md"
+        text = card.read_text(encoding="utf-8") if card.is_file() else ""
+    else:
+        from huggingface_hub import hf_hub_download
+        from huggingface_hub.errors import EntryNotFoundError
+
+        from tinykit.hub import hub_errors
+
+        try:
+            with hub_errors(src.spec, src.revision):
+                path = hf_hub_download(
+                    src.spec, "README.md", repo_type="dataset", revision=src.revision
+                )
+        except HubError as e:
+            if isinstance(e.__cause__, EntryNotFoundError):
+                return None
+            raise
+        text = Path(path).read_text(encoding="utf-8")
+    if not text.startswith("---"):
+        return None
+    try:
+        meta = yaml.safe_load(text.split("---", 2)[1]) or {}
+    except yaml.YAMLError:
+        return None
+    value = meta.get("license") if isinstance(meta, dict) else None
+    return value if isinstance(value, (str, list)) else None
+
+
 def config_names(src: Source) -> list[str]:
     """Every config the source declares (a source without a `configs:` card has "default")."""
     if src.kind == "files":
