@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 
 import datasets
 import pytest
@@ -185,33 +186,16 @@ def test_output_is_byte_reproducible(src, tmp_path):
 
 def test_cli_writes_and_reports(src, tmp_path, capsys):
     out = tmp_path / "tiny"
-    assert (
-        main(
-            [
-                "make-tiny-dataset",
-                str(src["tables"]),
-                "--rows",
-                "2",
-                "--config",
-                "iris",
-                "-o",
-                str(out),
-                "--json",
-            ]
-        )
-        == 0
-    )
-    import json
-
-    result = json.loads(capsys.readouterr().out)
-    assert result["splits"] == {"iris": {"train": 2, "test": 2}}
-    assert main(["make-tiny-dataset", str(src["tables"]), "--rows", "3", "-o", str(out)]) == 2
+    tables = str(src["tables"])
+    argv = ["make-tiny-dataset", tables, "--rows", "2", "--config", "iris", "-o", str(out)]
+    assert main([*argv, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["splits"] == {"iris": {"train": 2, "test": 2}}
+    assert main(["make-tiny-dataset", tables, "--rows", "3", "-o", str(out)]) == 2
     assert "--force" in capsys.readouterr().err
-    assert (
-        main(["make-tiny-dataset", str(src["tables"]), "--rows", "3", "-o", str(out), "--force"])
-        == 0
-    )
-    assert load(out, "wine")["train"].num_rows == 3
+    argv = ["make-tiny-dataset", tables, "--rows", "3", "-o", str(out), "--force"]
+    assert main([*argv, "--config", "wine", "iris", "--split", "test"]) == 0
+    assert datasets.get_dataset_config_names(str(out)) == ["wine", "iris"]
+    assert list(load(out, "iris")) == ["test"] and load(out, "wine")["test"].num_rows == 3
 
 
 @pytest.mark.parametrize(

@@ -24,17 +24,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rows", type=int, default=20, help="rows per split (default: 20)")
     p.add_argument(
         "--config",
-        action="append",
+        action="extend",
+        nargs="+",
         dest="configs",
         metavar="C",
-        help="keep only this config (repeatable)",
+        help="keep only these configs (default: all)",
     )
     p.add_argument(
         "--split",
-        action="append",
+        action="extend",
+        nargs="+",
         dest="splits",
         metavar="S",
-        help="keep only this split (repeatable)",
+        help="keep only these splits (default: all)",
     )
     p.add_argument("--revision", help="Hub branch, tag or commit sha (default: main)")
     p.add_argument("-o", "--out", help="output folder (default: ./tiny-<name>)")
