@@ -19,6 +19,7 @@ import pickle
 import signal
 import sys
 import threading
+import time
 import traceback
 from dataclasses import dataclass
 from datetime import timedelta
@@ -105,7 +106,12 @@ def _run(header: dict[str, Any], payload: bytes, base_env: dict[str, str]) -> di
             world_size=int(os.environ["WORLD_SIZE"]),
             timeout=timedelta(seconds=header["pg_timeout"]),
         )
+        # A rank whose fn returns at once would otherwise tear its sockets down while a slower
+        # peer is still connecting ("connectFullMesh failed: Connection closed by peer").
+        dist.barrier()
         value = fn(*args, **kwargs)
+        if dist.is_initialized():
+            dist.barrier()  # same at the end: no rank leaves while a peer finishes its last op
         try:
             return {"ok": True, "value": pickle.dumps(value)}
         except Exception as e:
@@ -115,7 +121,8 @@ def _run(header: dict[str, Any], payload: bytes, base_env: dict[str, str]) -> di
                 "Return plain data or tensors, or write to a file under tmp_path."
             ) from e
     except BaseException as e:  # pytest's Skipped/Failed are BaseExceptions too
-        return {"ok": False, "error": _describe(e)}
+        # the wall-clock time tells the parent which rank failed first (all ranks share a host)
+        return {"ok": False, "error": _describe(e), "failed_at": time.time()}
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()

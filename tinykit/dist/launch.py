@@ -161,7 +161,7 @@ def _summary(o: RankOutcome) -> str:
 
 
 def _failure(name: str, backend: str, timeout: float, outcomes: list[RankOutcome]) -> Exception:
-    failed = [o for o in outcomes if o.status in ("error", "died")]
+    failed = sorted((o for o in outcomes if o.status in ("error", "died")), key=lambda o: o.failed_at)
     hung = [o for o in outcomes if o.status == "hung"]
     per_rank = [
         {"rank": o.rank, "status": o.status, "error": o.error, "exit_code": o.exit_code,
@@ -170,7 +170,7 @@ def _failure(name: str, backend: str, timeout: float, outcomes: list[RankOutcome
     ]
     world = f"{name} on {len(outcomes)} ranks ({backend})"
     if failed:
-        first = failed[0]  # the first answer to arrive is usually the cause
+        first = failed[0]  # the first rank to fail is the likely cause
         head = f"{world} failed: {_summary(first)}."
         advice = (f"Fix the error in rank {first.rank}'s traceback below; what the other ranks "
                   "report is usually a consequence (a peer left a collective).")

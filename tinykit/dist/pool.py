@@ -51,6 +51,7 @@ class RankOutcome:
     exit_code: int | None = None  # for "died": negative means killed by that signal
     stack: str = ""  # faulthandler dump of every Python thread, for "hung"
     output: list[str] = field(default_factory=list)  # "[rank N] line", stdout and stderr interleaved
+    failed_at: float = float("inf")  # time.time() of the failure: the earliest is the likely cause
 
 
 @dataclass
@@ -243,7 +244,7 @@ class RankPool:
         try:
             msg = pickle.loads(r.result_conn.recv_bytes())
         except EOFError:
-            return RankOutcome(r.rank, "died", exit_code=r.proc.wait())
+            return RankOutcome(r.rank, "died", exit_code=r.proc.wait(), failed_at=time.time())
         if msg["ok"]:
             return RankOutcome(r.rank, "ok", value=pickle.loads(msg["value"]))
         error = dict(msg["error"])
@@ -252,7 +253,7 @@ class RankPool:
             error["exception"] = pickle.loads(exc_bytes) if exc_bytes else None
         except Exception:
             error["exception"] = None
-        return RankOutcome(r.rank, "error", error=error)
+        return RankOutcome(r.rank, "error", error=error, failed_at=msg["failed_at"])
 
     def _dump_stacks(self, ranks: list[_Rank], offsets: dict[int, int],
                      outcomes: dict[int, RankOutcome]) -> None:
