@@ -11,6 +11,7 @@ This module is private: the parent side is `tinykit.dist.pool`.
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import importlib
 import importlib.util
@@ -75,8 +76,11 @@ def _describe(exc: BaseException) -> dict[str, Any]:
         pickle.loads(exc_bytes)  # some exceptions pickle but cannot be rebuilt
     except Exception:
         exc_bytes = None
+    outcomes = sys.modules.get("_pytest.outcomes")  # pytest.skip()/xfail() raise these
+    is_outcome = outcomes is not None and isinstance(exc, outcomes.OutcomeException)
     return {
         "type": f"{type(exc).__module__}.{type(exc).__qualname__}",
+        "pytest_outcome": type(exc).__name__ if is_outcome else None,
         "message": str(exc),
         "traceback": "".join(traceback.format_exception(exc)),
         "exc_bytes": exc_bytes,
@@ -111,7 +115,10 @@ def _run(header: dict[str, Any], payload: bytes, base_env: dict[str, str]) -> di
         dist.barrier()
         value = fn(*args, **kwargs)
         if dist.is_initialized():
-            dist.barrier()  # same at the end: no rank leaves while a peer finishes its last op
+            # same at the end: no rank leaves while a peer finishes its last op. If a peer failed,
+            # this barrier fails too; this rank still passed, and the peer's report says why.
+            with contextlib.suppress(RuntimeError):
+                dist.barrier()
         try:
             return {"ok": True, "value": pickle.dumps(value)}
         except Exception as e:

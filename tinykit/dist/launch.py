@@ -22,7 +22,6 @@ from tinykit.dist.pool import DEFAULT_REGISTRY, PoolRegistry, RankOutcome, RankP
 from tinykit.errors import DeviceUnavailableError, DistributedTestFailed, UsageError
 
 BACKENDS = ("auto", "gloo", "nccl")
-SKIP_EXCEPTION = "_pytest.outcomes.Skipped"
 
 
 def resolve_backend(backend: str, world_size: int) -> str:
@@ -124,6 +123,7 @@ def run_distributed(
             the same as data and `.timed_out` says whether the time limit was hit.
         DeviceUnavailableError: backend="nccl" without enough GPUs.
     """
+    __tracebackhide__ = True  # pytest: the message already holds the ranks' tracebacks
     backend = resolve_backend(backend, world_size)
     payload = _payload(fn, args, kwargs or {})
     registry = registry or DEFAULT_REGISTRY
@@ -195,10 +195,3 @@ def _failure(name: str, backend: str, timeout: float, outcomes: list[RankOutcome
         "\n".join(sections), per_rank=per_rank, timed_out=not failed and bool(hung),
     )
 
-
-def skip_reason(exc: DistributedTestFailed) -> str | None:
-    """The pytest.skip() message when every failing rank skipped (and no rank hung), else None."""
-    errors = [r["error"] for r in exc.per_rank if r["status"] != "ok"]  # type: ignore[attr-defined]
-    if errors and all(e and e["type"] == SKIP_EXCEPTION for e in errors):
-        return str(errors[0]["message"])
-    return None

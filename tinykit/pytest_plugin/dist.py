@@ -86,6 +86,13 @@ def _marker_kwargs(item: pytest.Item) -> dict[str, Any]:
     return kwargs
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Reject marker typos before anything runs."""
+    for item in items:
+        if item.get_closest_marker(MARKER) is not None:
+            _marker_kwargs(item)
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Skip before fixtures are built when the backend cannot run here."""
     if item.get_closest_marker(MARKER) is None:
@@ -104,9 +111,10 @@ def _run(config: pytest.Config, fn: Callable[..., Any], *, world_size: int = 2,
          backend: str = "auto", timeout: float | None = None, fresh: bool = False,
          env: dict[str, str] | None = None, args: tuple[Any, ...] = (),
          kwargs: dict[str, Any] | None = None, name: str | None = None) -> list[Any]:
-    from tinykit.dist.launch import run_distributed, skip_reason
+    from tinykit.dist.launch import run_distributed
     from tinykit.errors import DistributedTestFailed
 
+    __tracebackhide__ = True  # the message already holds the ranks' tracebacks
     try:
         return run_distributed(
             fn, args=args, kwargs=kwargs, world_size=world_size, backend=backend,
@@ -114,9 +122,13 @@ def _run(config: pytest.Config, fn: Callable[..., Any], *, world_size: int = 2,
             env=env, registry=_registry(config), name=name,
         )
     except DistributedTestFailed as e:
-        reason = skip_reason(e)
-        if reason is not None:
-            pytest.skip(reason)
+        # pytest.skip()/xfail() called on every failing rank: report it as that, not a failure
+        errors = [r["error"] or {} for r in e.per_rank if r["status"] != "ok"]
+        kinds = {err.get("pytest_outcome") for err in errors}
+        if kinds == {"Skipped"}:
+            pytest.skip(errors[0]["message"])
+        if kinds == {"XFailed"}:
+            pytest.xfail(errors[0]["message"])
         raise
 
 
@@ -124,6 +136,7 @@ def _run(config: pytest.Config, fn: Callable[..., Any], *, world_size: int = 2,
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     if pyfuncitem.get_closest_marker(MARKER) is None:
         return None
+    __tracebackhide__ = True
     names = pyfuncitem._fixtureinfo.argnames
     funcargs = {name: pyfuncitem.funcargs[name] for name in names}
     args: tuple[Any, ...] = ()
@@ -148,6 +161,7 @@ def dist_launch(request: pytest.FixtureRequest) -> Callable[..., list[Any]]:
         from tinykit.dist.launch import resolve_backend
         from tinykit.errors import DeviceUnavailableError
 
+        __tracebackhide__ = True
         try:
             resolve_backend(backend, world_size)
         except DeviceUnavailableError as e:
