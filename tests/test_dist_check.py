@@ -40,7 +40,7 @@ def test_two_emulated_nodes_pass_the_check_through_c10d_rendezvous():
         for i in range(2)
     ]
     outputs = [node.communicate(timeout=240) for node in nodes]
-    for node, (out, err) in zip(nodes, outputs, strict=True):
+    for node, (_, err) in zip(nodes, outputs, strict=True):
         assert node.returncode == 0, err[-3000:]
     reports = [json.loads(out) for out, _ in outputs if out.strip()]
     assert len(reports) == 1  # only global rank 0 prints the JSON report
@@ -69,7 +69,9 @@ def test_nccl_without_gpus_is_one_line_and_exit_code_3():
     assert proc.returncode == 3
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1
-    assert lines[0].startswith("tinykit: error: DeviceUnavailableError: backend='nccl' with world_size=2")
+    assert lines[0].startswith(
+        "tinykit: error: DeviceUnavailableError: backend='nccl' with world_size=2"
+    )
 
 
 def test_free_ports_are_bindable_and_distinct():

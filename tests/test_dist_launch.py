@@ -1,4 +1,4 @@
-"""tinykit.dist launcher and pool: real gloo ranks on CPU, real failures, real hangs, real processes."""
+"""tinykit.dist launcher and pool: real gloo ranks on CPU, real failures, hangs and processes."""
 
 from __future__ import annotations
 
@@ -157,7 +157,8 @@ def test_a_failing_rank_fails_the_run_with_its_traceback(registry):
     with pytest.raises(DistributedTestFailed) as info:
         run_distributed(fail_on_rank_one, world_size=2, timeout=60, registry=registry)
     message = str(info.value)
-    assert "fail_on_rank_one on 2 ranks (gloo) failed: rank 1 raised ValueError: boom from rank 1" in message
+    assert ("fail_on_rank_one on 2 ranks (gloo) failed: "
+            "rank 1 raised ValueError: boom from rank 1") in message
     assert "--- rank 1 traceback ---" in message
     assert 'raise ValueError("boom from rank 1")' in message
     assert info.value.timed_out is False

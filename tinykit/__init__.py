@@ -14,6 +14,7 @@ __version__ = "0.1.0"
 # public name -> module that defines it
 _LAZY = {
     "make_tiny": "tinykit.shrink.build",
+    "run_distributed": "tinykit.dist.launch",
     "verify": "tinykit.shrink.verify",
     "ShrinkSpec": "tinykit.shrink.spec",
 }
@@ -21,6 +22,7 @@ _LAZY = {
 __all__ = sorted([*_LAZY, "errors", "__version__"])
 
 if TYPE_CHECKING:
+    from tinykit.dist.launch import run_distributed
     from tinykit.shrink.build import make_tiny
     from tinykit.shrink.spec import ShrinkSpec
     from tinykit.shrink.verify import verify

@@ -1,4 +1,4 @@
-"""One rank process of a `RankPool`: `python -u -m tinykit.dist._worker JOB_FD RESULT_FD STACK_FILE`.
+"""One rank process of a `RankPool`: `python -m tinykit.dist._worker JOB_FD RESULT_FD STACK_FILE`.
 
 It imports torch once, then runs jobs sent by the parent until the job pipe closes. Each job sets
 the rank's environment, initialises the process group, calls the function and destroys the group.

@@ -83,7 +83,8 @@ def check_rank(backend: str = "auto", timeout: float = 60.0) -> dict[str, Any]:
         dist.barrier()
     except (RuntimeError, ValueError) as e:  # DistBackendError/DistNetworkError are RuntimeErrors
         raise CheckFailed(
-            f"Rank {os.environ['RANK']} ({socket.gethostname()}:{local_rank}, {backend}) is broken: "
+            f"Rank {os.environ['RANK']} ({socket.gethostname()}:{local_rank}, {backend}) is "
+            "broken: "
             f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} (it may also be a "
             f"peer that did not answer within {timeout:g} s). Rerun with NCCL_DEBUG=INFO or "
             "TORCH_DISTRIBUTED_DEBUG=DETAIL, try NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME, and check "
@@ -107,7 +108,8 @@ def check_rank(backend: str = "auto", timeout: float = 60.0) -> dict[str, Any]:
         )
     if rank != 0:
         return {"ok": True, "ranks": [me]}
-    return {"ok": True, "world_size": world, "ranks": reports, "versions": _versions(torch, backend)}
+    versions = _versions(torch, backend)
+    return {"ok": True, "world_size": world, "ranks": reports, "versions": versions}
 
 
 def _check_in_rank(backend: str, timeout: float) -> dict[str, Any]:
@@ -129,8 +131,8 @@ def check_locally(nproc: int = 2, backend: str = "auto", timeout: float = 60.0) 
 def format_report(report: dict[str, Any]) -> str:
     """One line per rank in the book's shape, then the versions (rank 0)."""
     lines = [
-        f"[{r['host']}:{r['local_rank']}] is OK (global rank: {r['rank']}/{report.get('world_size', '?')}"
-        f", node {r['node_rank']}, {r['device']}, {r['seconds']} s)"
+        f"[{r['host']}:{r['local_rank']}] is OK (global rank: {r['rank']}/"
+        f"{report.get('world_size', '?')}, node {r['node_rank']}, {r['device']}, {r['seconds']} s)"
         for r in report["ranks"]
     ]
     if "versions" in report:

@@ -161,7 +161,8 @@ def _summary(o: RankOutcome) -> str:
 
 
 def _failure(name: str, backend: str, timeout: float, outcomes: list[RankOutcome]) -> Exception:
-    failed = sorted((o for o in outcomes if o.status in ("error", "died")), key=lambda o: o.failed_at)
+    failed = sorted((o for o in outcomes if o.status in ("error", "died")),
+                    key=lambda o: o.failed_at)
     hung = [o for o in outcomes if o.status == "hung"]
     per_rank = [
         {"rank": o.rank, "status": o.status, "error": o.error, "exit_code": o.exit_code,
@@ -179,8 +180,8 @@ def _failure(name: str, backend: str, timeout: float, outcomes: list[RankOutcome
         head = f"{world} timed out after {timeout:g} s: rank(s) {ids} were still running."
         advice = ("The Python stacks below show where each rank waits; ranks stuck in different "
                   "collectives (or one rank skipping a collective) is the usual cause. If the "
-                  "code is only slow, raise the limit: timeout=... (marker tinykit_dist(timeout=...)"
-                  " or --tinykit-dist-timeout).")
+                  "code is only slow, raise the limit: timeout=... (marker "
+                  "tinykit_dist(timeout=...) or --tinykit-dist-timeout).")
     sections = [head, advice]
     for o in outcomes:
         if o.status == "error" and o.error:

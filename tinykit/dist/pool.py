@@ -50,7 +50,7 @@ class RankOutcome:
     error: dict[str, Any] | None = None  # type, message, traceback, exception (None if unpicklable)
     exit_code: int | None = None  # for "died": negative means killed by that signal
     stack: str = ""  # faulthandler dump of every Python thread, for "hung"
-    output: list[str] = field(default_factory=list)  # "[rank N] line", stdout and stderr interleaved
+    output: list[str] = field(default_factory=list)  # "[rank N] line", stdout+stderr interleaved
     failed_at: float = float("inf")  # time.time() of the failure: the earliest is the likely cause
 
 

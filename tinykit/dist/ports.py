@@ -1,4 +1,4 @@
-"""Free TCP ports that concurrent test processes (pytest-xdist workers, parallel sessions) do not fight over.
+"""Free TCP ports that concurrent test processes (xdist workers, parallel sessions) do not share.
 
 The usual trick, `10999 + xdist worker id`, collides as soon as two sessions run at once and never
 checks that the port is really free. Here each xdist worker owns a disjoint slice of a range below
@@ -23,14 +23,14 @@ _counter = itertools.count()
 
 
 def xdist_worker_index() -> int:
-    """0 for `gw0` or a plain run, N for `gwN` (pytest-xdist sets PYTEST_XDIST_WORKER in each worker)."""
+    """0 for `gw0` or a plain run, N for `gwN` (pytest-xdist sets PYTEST_XDIST_WORKER)."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
     digits = worker.removeprefix("gw")
     return int(digits) if digits.isdigit() else 0
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
-    """True when `host:port` can be bound right now (no SO_REUSEADDR, so TIME_WAIT counts as taken)."""
+    """True when `host:port` can be bound now (no SO_REUSEADDR: TIME_WAIT counts as taken)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         try:
             s.bind((host, port))

@@ -1,4 +1,4 @@
-"""Distributed tests in pytest: the `tinykit_dist` marker and the `dist_launch` / `dist_env` fixtures.
+"""Distributed tests in pytest: the `tinykit_dist` marker and `dist_launch`, `dist_env` fixtures.
 
     @pytest.mark.tinykit_dist(world_size=2)
     def test_all_reduce(dist_env, tmp_path):      # runs on every rank, fixtures resolved once
@@ -118,7 +118,8 @@ def _run(config: pytest.Config, fn: Callable[..., Any], *, world_size: int = 2,
     try:
         return run_distributed(
             fn, args=args, kwargs=kwargs, world_size=world_size, backend=backend,
-            timeout=_timeout(config, timeout), fresh=fresh or config.getoption("tinykit_dist_fresh"),
+            timeout=_timeout(config, timeout),
+            fresh=fresh or config.getoption("tinykit_dist_fresh"),
             env=env, registry=_registry(config), name=name,
         )
     except DistributedTestFailed as e:
