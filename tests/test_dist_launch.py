@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 
 import psutil
@@ -284,3 +285,45 @@ def nccl_sum():
     t = torch.ones(1, device=f"cuda:{os.environ['LOCAL_RANK']}") * (dist.get_rank() + 1)
     dist.all_reduce(t)
     return t.item()
+
+
+def busy_forever(pid_dir):
+    (pid_dir / str(os.getpid())).write_text("")
+    time.sleep(600)
+
+
+def test_busy_ranks_exit_when_the_pytest_process_is_killed(tmp_path):
+    """The lifeline: a SIGKILLed parent (CI timeout) must not leave ranks running a test."""
+    script = tmp_path / "owner.py"
+    script.write_text(
+        "import os, pathlib, signal, sys, threading, time\n"
+        "sys.path.insert(0, sys.argv[1])\n"
+        "import test_dist_launch as t\n"
+        "from tinykit.dist import PoolRegistry, run_distributed\n"
+        "pid_dir = pathlib.Path(sys.argv[2])\n"
+        "threading.Thread(target=run_distributed, args=(t.busy_forever,),\n"
+        "                 kwargs=dict(args=(pid_dir,), registry=PoolRegistry()), daemon=True).start()\n"
+        "while len(list(pid_dir.iterdir())) < 2:\n"
+        "    time.sleep(0.05)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)  # no atexit, no cleanup\n"
+    )
+    pid_dir = tmp_path / "pids"
+    pid_dir.mkdir()
+    proc = subprocess.run(
+        [sys.executable, str(script), os.path.dirname(__file__), str(pid_dir)],
+        capture_output=True, text=True, timeout=180,
+    )
+    assert proc.returncode == -9, proc.stderr[-2000:]
+    pids = [int(p.name) for p in pid_dir.iterdir()]
+    assert len(pids) == 2
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and any(_running(p) for p in pids):
+        time.sleep(0.1)
+    assert not any(_running(p) for p in pids)
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
