@@ -26,14 +26,6 @@ from tinykit.errors import CheckFailed, DeviceUnavailableError, DistributedTestF
 GLOBAL_BATCH, SEQ = 8, 6
 
 
-@pytest.fixture(scope="module")
-def registry():
-    """Warm pools shared by this module's tests (a failing test discards its pool)."""
-    reg = PoolRegistry()
-    yield reg
-    reg.close()
-
-
 def tagged_processes() -> set[int]:
     """Live (non-zombie) processes that carry the rank marker in their environment."""
     found = set()
@@ -153,27 +145,28 @@ def test_ddp_step_on_two_ranks_equals_single_process_on_global_batch(dist_launch
     assert not torch.equal(per_rank[0]["4.weight"], tiny_lm()[4].weight)  # the step did move
 
 
-def test_a_failing_rank_fails_the_run_with_its_traceback(registry):
+def test_a_failing_rank_fails_the_run_with_its_traceback_and_discards_the_pool(dist_launch):
+    before = dist_launch(rank_pid)
     start = time.monotonic()
     with pytest.raises(DistributedTestFailed) as info:
-        run_distributed(fail_on_rank_one, world_size=2, timeout=60, registry=registry)
+        dist_launch(fail_on_rank_one, world_size=2, timeout=60)
+    assert time.monotonic() - start < 30  # the survivor is not left waiting for the 60 s limit
+    assert set(dist_launch(rank_pid)).isdisjoint(before)  # the next run gets new ranks
     message = str(info.value)
     assert ("fail_on_rank_one on 2 ranks (gloo) failed: "
             "rank 1 raised ValueError: boom from rank 1") in message
     assert "--- rank 1 traceback ---" in message
     assert 'raise ValueError("boom from rank 1")' in message
     assert info.value.timed_out is False
-    assert [r["status"] for r in info.value.per_rank][1] == "error"
-    assert time.monotonic() - start < 30  # the survivor is not left waiting for the 60 s limit
+    assert info.value.per_rank[1]["status"] == "error"  # rank 0 then fails in its all_reduce
 
 
-def test_a_hang_times_out_with_every_rank_stack_and_leaves_no_process(registry, tmp_path):
+def test_a_hang_times_out_with_every_rank_stack_and_leaves_no_process(dist_launch, tmp_path):
     before = tagged_processes()
     pid_file = tmp_path / "grandchild.pid"
     start = time.monotonic()
     with pytest.raises(DistributedTestFailed) as info:
-        run_distributed(mismatched_collectives, args=(pid_file,), world_size=2, timeout=4,
-                        registry=registry)
+        dist_launch(mismatched_collectives, pid_file, world_size=2, timeout=4)
     elapsed = time.monotonic() - start
     message = str(info.value)
     assert info.value.timed_out is True
@@ -189,17 +182,34 @@ def test_a_hang_times_out_with_every_rank_stack_and_leaves_no_process(registry, 
     assert tagged_processes() - before == set()
 
 
-def test_ranks_that_die_are_reported_with_their_exit_status(registry):
+def test_ranks_that_die_are_reported_with_their_exit_status(dist_launch):
     with pytest.raises(DistributedTestFailed) as info:
-        run_distributed(die, world_size=2, timeout=30, registry=registry)
+        dist_launch(die, world_size=2, timeout=30)
     message = str(info.value)
     assert "rank 0 was killed by signal 9 before returning" in message
     assert "rank 1 exited with code 3 before returning" in message
     assert [r["exit_code"] for r in info.value.per_rank] == [-9, 3]
 
 
-def test_output_of_every_rank_is_captured_and_prefixed(registry, capsys):
-    results = run_distributed(chatty, world_size=2, registry=registry)
+def random_draws():
+    import random
+
+    return torch.rand(2), random.random()
+
+
+def test_ranks_start_from_the_callers_rng_state(dist_launch):
+    torch.manual_seed(123)
+    import random
+
+    random.seed(7)
+    per_rank = dist_launch(random_draws)
+    expected_t, expected_py = torch.rand(2), random.random()
+    for t, py in per_rank:
+        assert torch.equal(t, expected_t) and py == expected_py
+
+
+def test_output_of_every_rank_is_captured_and_prefixed(dist_launch, capsys):
+    results = dist_launch(chatty, world_size=2)
     assert results == [("127.0.0.1", "2", "0"), ("127.0.0.1", "2", "1")]
     out = capsys.readouterr().out.splitlines()
     for rank in (0, 1):
@@ -208,28 +218,20 @@ def test_output_of_every_rank_is_captured_and_prefixed(registry, capsys):
         assert f"[rank {rank}] via print_rank" in out  # not "[rank 0] [rank 0] ..."
 
 
-def test_warm_pool_reuses_ranks_and_fresh_mode_does_not(registry):
-    first = run_distributed(rank_pid, world_size=2, registry=registry)
-    again = run_distributed(rank_pid, world_size=2, registry=registry)
+def test_warm_pool_reuses_ranks_and_fresh_mode_does_not(dist_launch):
+    first = dist_launch(rank_pid)
+    again = dist_launch(rank_pid)
     assert first == again and len(set(first)) == 2
-    fresh = run_distributed(rank_pid, world_size=2, registry=registry, fresh=True)
+    fresh = dist_launch(rank_pid, fresh=True)
     assert set(fresh).isdisjoint(first)
     assert not any(psutil.pid_exists(p) for p in fresh)  # fresh ranks are gone once it returns
 
 
-def test_closing_the_registry_stops_its_ranks(registry):
-    pids = run_distributed(rank_pid, world_size=2, registry=registry)
-    registry.close()
+def test_closing_the_registry_stops_its_ranks():
+    pools = PoolRegistry()
+    pids = run_distributed(rank_pid, world_size=2, registry=pools)
+    pools.close()
     assert not any(psutil.pid_exists(p) for p in pids)
-    assert run_distributed(rank_pid, world_size=2, registry=registry) != pids  # a new pool
-
-
-def test_a_failed_run_discards_the_pool_so_the_next_test_gets_new_ranks(registry):
-    before = run_distributed(rank_pid, world_size=2, registry=registry)
-    with pytest.raises(DistributedTestFailed):
-        run_distributed(fail_on_rank_one, world_size=2, registry=registry)
-    after = run_distributed(rank_pid, world_size=2, registry=registry)
-    assert set(after).isdisjoint(before)
 
 
 def test_assert_equal_on_all_ranks_fails_on_every_rank_when_values_differ(dist_launch):
@@ -254,16 +256,16 @@ def test_rank_zero_first_fails_the_other_ranks_instead_of_hanging(dist_launch):
     assert isinstance(info.value.per_rank[1]["error"]["exception"], CheckFailed)
 
 
-def test_nested_functions_and_unpicklable_arguments_are_usage_errors(registry):
+def test_nested_functions_and_unpicklable_arguments_are_usage_errors():
     def nested():
         return 1
 
     with pytest.raises(UsageError, match="Define it at module level"):
-        run_distributed(nested, registry=registry)
+        run_distributed(nested)
     with pytest.raises(UsageError, match=r"argument\(s\) lock .*must pickle"):
         import threading
 
-        run_distributed(rank_pid, kwargs={"lock": threading.Lock()}, registry=registry)
+        run_distributed(rank_pid, kwargs={"lock": threading.Lock()})
 
 
 @pytest.mark.skipif(torch.cuda.device_count() >= 2, reason="asserts the no-GPU path")
@@ -301,8 +303,9 @@ def test_busy_ranks_exit_when_the_pytest_process_is_killed(tmp_path):
         "import test_dist_launch as t\n"
         "from tinykit.dist import PoolRegistry, run_distributed\n"
         "pid_dir = pathlib.Path(sys.argv[2])\n"
-        "threading.Thread(target=run_distributed, args=(t.busy_forever,),\n"
-        "                 kwargs=dict(args=(pid_dir,), registry=PoolRegistry()), daemon=True).start()\n"
+        "job = dict(args=(pid_dir,), registry=PoolRegistry())\n"
+        "threading.Thread(target=run_distributed, args=(t.busy_forever,), kwargs=job,\n"
+        "                 daemon=True).start()\n"
         "while len(list(pid_dir.iterdir())) < 2:\n"
         "    time.sleep(0.05)\n"
         "os.kill(os.getpid(), signal.SIGKILL)  # no atexit, no cleanup\n"

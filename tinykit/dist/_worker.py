@@ -87,6 +87,20 @@ def _describe(exc: BaseException) -> dict[str, Any]:
     }
 
 
+def _set_rng(state: dict[str, Any]) -> None:
+    import random
+
+    import torch
+
+    random.setstate(state["random"])
+    if "numpy" in state:
+        import numpy
+
+        numpy.random.set_state(state["numpy"])
+    if "torch" in state:
+        torch.random.set_rng_state(state["torch"])
+
+
 def _run(header: dict[str, Any], payload: bytes, base_env: dict[str, str]) -> dict[str, Any]:
     import torch
     import torch.distributed as dist
@@ -98,6 +112,7 @@ def _run(header: dict[str, Any], payload: bytes, base_env: dict[str, str]) -> di
         if entry not in sys.path:
             sys.path.insert(0, entry)
     os.chdir(header["cwd"])
+    _set_rng(header["rng"])
     try:
         fn, args, kwargs = pickle.loads(payload)
         if isinstance(fn, FunctionRef):

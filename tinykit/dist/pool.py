@@ -17,6 +17,7 @@ import atexit
 import contextlib
 import os
 import pickle
+import random
 import signal
 import subprocess
 import sys
@@ -189,6 +190,7 @@ class RankPool:
         offsets = {r.rank: r.stack_path.stat().st_size for r in self._ranks}
         self.jobs_run += 1
         base = {**os.environ, **RANK_ENV_DEFAULTS, **self.env, **(job_env or {})}
+        rng = rng_state()
         for r in self._ranks:
             header = {
                 "job_id": self.jobs_run,
@@ -200,6 +202,7 @@ class RankPool:
                     "TORCHELASTIC_USE_AGENT_STORE": "True", POOL_TAG_VAR: self.tag,
                 },
                 "sys_path": list(sys.path),
+                "rng": rng,
                 "cwd": os.getcwd(),
                 "backend": self.backend,
                 "pg_timeout": pg_timeout or timeout + 30,
@@ -307,6 +310,17 @@ class RankPool:
             path.unlink(missing_ok=True)
         with contextlib.suppress(OSError):
             self._dir.rmdir()
+
+
+def rng_state() -> dict[str, Any]:
+    """The caller's Python, NumPy and torch CPU RNG states, so every rank starts where a seeding
+    fixture (or `torch.manual_seed` in the test's setup) left the pytest process."""
+    state: dict[str, Any] = {"random": random.getstate()}
+    if "numpy" in sys.modules:
+        state["numpy"] = sys.modules["numpy"].random.get_state()
+    if "torch" in sys.modules:
+        state["torch"] = sys.modules["torch"].random.get_rng_state()
+    return state
 
 
 class PoolRegistry:
