@@ -36,7 +36,9 @@ from tinykit.errors import SetupError
 
 # Same defaults torchrun uses for several ranks on one host, plus gloo pinned to loopback
 # (accelerate's debug_launcher does the same); the user's environment wins.
-RANK_ENV_DEFAULTS = {"OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo"}
+RANK_ENV_DEFAULTS = {"OMP_NUM_THREADS": "1"}
+if sys.platform == "linux":  # the loopback interface is "lo0" on macOS
+    RANK_ENV_DEFAULTS["GLOO_SOCKET_IFNAME"] = "lo"
 POOL_TAG_VAR = "TINYKIT_DIST_POOL"  # set in every rank: lets tests find stray processes
 GRACE_AFTER_FAILURE_S = 3.0  # how long the other ranks get to finish once one rank has failed
 
@@ -274,7 +276,9 @@ class RankPool:
         for r in ranks:
             with open(r.stack_path, errors="replace") as f:
                 f.seek(offsets[r.rank])
-                outcomes[r.rank].stack = f.read().strip()
+                threads = f.read().strip().split("\n\n")
+            # the worker's own lifeline thread says nothing about the hang
+            outcomes[r.rank].stack = "\n\n".join(t for t in threads if "_die_with_parent" not in t)
 
     # ---- teardown --------------------------------------------------------------------------
 
