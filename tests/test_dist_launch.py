@@ -26,12 +26,12 @@ from tinykit.errors import CheckFailed, DeviceUnavailableError, DistributedTestF
 GLOBAL_BATCH, SEQ = 8, 6
 
 
-def tagged_processes() -> set[int]:
-    """Live (non-zombie) processes that carry the rank marker in their environment."""
+def processes_tagged(tag: str) -> set[int]:
+    """Live (non-zombie) processes started by the pool whose tag is `tag`, wherever they are now."""
     found = set()
     for p in psutil.process_iter(["status"]):
         try:
-            if p.info["status"] != psutil.STATUS_ZOMBIE and POOL_TAG_VAR in p.environ():
+            if p.info["status"] != psutil.STATUS_ZOMBIE and p.environ().get(POOL_TAG_VAR) == tag:
                 found.add(p.pid)
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             pass
@@ -85,7 +85,7 @@ def fail_on_rank_one():
 def mismatched_collectives(pid_file):
     if dist.get_rank() == 1:
         child = subprocess.Popen(["sleep", "600"])  # must not outlive the test either
-        pid_file.write_text(str(child.pid))
+        pid_file.write_text(f"{child.pid} {os.environ[POOL_TAG_VAR]}")
         dist.recv(torch.zeros(1), src=0)  # waits for a send rank 0 never makes
     else:
         dist.all_reduce(torch.ones(1))  # waits for rank 1 to join the all-reduce
@@ -162,7 +162,6 @@ def test_a_failing_rank_fails_the_run_with_its_traceback_and_discards_the_pool(d
 
 
 def test_a_hang_times_out_with_every_rank_stack_and_leaves_no_process(dist_launch, tmp_path):
-    before = tagged_processes()
     pid_file = tmp_path / "grandchild.pid"
     start = time.monotonic()
     with pytest.raises(DistributedTestFailed) as info:
@@ -177,9 +176,9 @@ def test_a_hang_times_out_with_every_rank_stack_and_leaves_no_process(dist_launc
         assert "in mismatched_collectives" in stack and f"in {frame}" in stack
         assert f"--- rank {rank} Python stacks (still running) ---" in message
     assert elapsed < 4 + 15
-    grandchild = int(pid_file.read_text())
-    assert not psutil.pid_exists(grandchild) or psutil.Process(grandchild).status() == "zombie"
-    assert tagged_processes() - before == set()
+    grandchild, tag = pid_file.read_text().split()
+    assert not _running(int(grandchild))
+    assert processes_tagged(tag) == set()  # no rank, no grandchild: zero processes left
 
 
 def test_ranks_that_die_are_reported_with_their_exit_status(dist_launch):
