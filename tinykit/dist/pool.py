@@ -304,12 +304,16 @@ class RankPool:
     def _reap(self) -> None:
         for r in self._ranks:
             r.proc.wait()
-            for t in r.readers:
+            closables: list[Any] = [r.job_conn, r.result_conn, r.proc.stdin]
+            for t, stream in zip(r.readers, (r.proc.stdout, r.proc.stderr), strict=True):
                 t.join(timeout=5)
-            for closable in (r.job_conn, r.result_conn, r.proc.stdin, r.proc.stdout,
-                             r.proc.stderr):
+                # A process that left the group (setsid) may still hold the pipe; closing it
+                # under a reader blocked in readline() would block us too, so leave it open.
+                if not t.is_alive():
+                    closables.append(stream)
+            for closable in closables:
                 with contextlib.suppress(OSError):
-                    closable.close()  # type: ignore[union-attr]
+                    closable.close()
         for path in self._dir.glob("*"):
             path.unlink(missing_ok=True)
         with contextlib.suppress(OSError):
