@@ -251,7 +251,13 @@ class RankPool:
         except EOFError:
             return RankOutcome(r.rank, "died", exit_code=r.proc.wait(), failed_at=time.time())
         if msg["ok"]:
-            return RankOutcome(r.rank, "ok", value=pickle.loads(msg["value"]))
+            try:
+                return RankOutcome(r.rank, "ok", value=pickle.loads(msg["value"]))
+            except Exception as e:  # e.g. a class the rank could import and this process cannot
+                error = {"type": type(e).__qualname__, "pytest_outcome": None, "exception": e,
+                         "message": f"its return value cannot be unpickled here: {e}",
+                         "traceback": f"(rank {r.rank} returned, but unpickling failed: {e!r})"}
+                return RankOutcome(r.rank, "error", error=error, failed_at=time.time())
         error = dict(msg["error"])
         exc_bytes = error.pop("exc_bytes")
         try:
