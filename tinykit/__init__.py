@@ -23,7 +23,18 @@ _LAZY = {
     "ShrinkSpec": "tinykit.shrink.spec",
 }
 
-__all__ = sorted([*_LAZY, "errors", "__version__"])
+__all__ = [  # noqa: RUF022 (kept in the order of _LAZY, then the modules)
+    "HubServer",
+    "make_synthetic_dataset",
+    "make_tiny",
+    "make_tiny_dataset",
+    "make_tiny_tokenizer",
+    "run_distributed",
+    "verify",
+    "ShrinkSpec",
+    "errors",
+    "__version__",
+]
 
 if TYPE_CHECKING:
     from tinykit.dataset.build import make_tiny_dataset
