@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tinykit.errors import UnsupportedModelError, UsageError
+from tinykit.errors import TinyArtifactInvalid, UnsupportedModelError, UsageError
 from tinykit.shrink import provenance
 from tinykit.shrink.config import ShrunkConfig, remap_token_ids, shrink_config
 from tinykit.shrink.source import Source, resolve
@@ -249,7 +249,14 @@ def _make_tokenizer(src: Source, spec: ShrinkSpec, out: Path) -> TinyTokenizer |
     folder = tokenizer_folder(src.folder)
     if folder is None and not _takes_text(src):
         return None
-    return shrink_tokenizer(folder, out, vocab=spec.vocab, model_type=src.model_type)
+    try:
+        return shrink_tokenizer(folder, out, vocab=spec.vocab, model_type=src.model_type)
+    except TinyArtifactInvalid:
+        if folder is not None:
+            raise
+    # A tokenizer trained for the architecture's own class failed its round-trip check (some
+    # classes normalise text): a byte-fallback BPE of the Llama layout always round-trips.
+    return shrink_tokenizer(None, out, vocab=spec.vocab, model_type="llama")
 
 
 def _takes_text(src: Source) -> bool:
@@ -257,7 +264,7 @@ def _takes_text(src: Source) -> bool:
     from tinykit.shrink.config import load_config
 
     config = load_config(src.config) if "auto_map" not in src.config else None
-    return config is not None and getattr(config.get_text_config(), "vocab_size", None) is not None
+    return config is not None and getattr(config.get_text_config(decoder=True), "vocab_size", None) is not None
 
 
 def _attach_generation_config(

@@ -29,6 +29,8 @@ class CoverageRow:
     reason: str
     params: int
     seconds: float
+    upstream: bool = False
+    """The failure is transformers' own: its default config of this type does not build."""
 
 
 def text_model_types() -> list[str]:
@@ -56,4 +58,31 @@ def sweep(model_types: list[str] | None = None, **spec: Any) -> Iterator[Coverag
                 reason = f"{type(e).__name__}: {e}"
             except Exception as e:  # a transformers failure on one type must not stop the sweep
                 reason = f"{type(e).__name__}: {str(e)[:300]}"
-            yield CoverageRow(model_type, ok, reason, params, time.perf_counter() - started)
+            upstream = not ok and _default_is_broken(model_type)
+            yield CoverageRow(
+                model_type, ok, reason, params, time.perf_counter() - started, upstream
+            )
+
+
+def _default_is_broken(model_type: str) -> bool:
+    """Whether transformers cannot build this type from its own default config, at full size on the
+    meta device: then no shrink can work, and the sweep reports the type apart."""
+    import torch
+    import transformers
+    from transformers import CONFIG_MAPPING
+    from transformers.models.auto import modeling_auto
+
+    from tinykit.shrink.build import TASK_MAPPINGS
+
+    try:
+        config = CONFIG_MAPPING[model_type]()
+        name = next(
+            getattr(modeling_auto, m)[model_type]
+            for m in TASK_MAPPINGS
+            if model_type in getattr(modeling_auto, m)
+        )
+        with torch.device("meta"):
+            getattr(transformers, name)._from_config(config)
+    except Exception:  # any failure of transformers' own defaults
+        return True
+    return False

@@ -71,6 +71,7 @@ def plan_layers(
     lists = _per_layer_lists(node, depth)
     index_lists = _present(node, layer_fields["index_lists"], list)
     prefixes = _present(node, layer_fields["prefix_counts"], int)
+    suffixes = _present(node, layer_fields["suffix_counts"], int)
     periods = [
         (kind, k)
         for kind in ("periods_end", "periods_start")
@@ -93,6 +94,7 @@ def plan_layers(
             *(json.dumps(_at(node[k], i), sort_keys=True) for k in keyed),
             *(i in node[k] for k in index_lists),
             *(i < node[k] for k in prefixes),
+            *(i >= depth - node[k] for k in suffixes),
             *(_predicate(node, kind, k, i) for kind, k in periods),
         )
 
@@ -135,6 +137,7 @@ def plan_layers(
     )
     fields.update({k: [j for j, i in enumerate(kept) if i in node[k]] for k in index_lists})
     fields.update({k: sum(1 for i in kept if i < node[k]) for k in prefixes})
+    fields.update({k: sum(1 for i in kept if i >= depth - node[k]) for k in suffixes})
     fields[depth_key] = len(kept)
     return LayerPlan(depth_key, depth, tuple(kept), fields, signatures, tuple(keyed))
 
