@@ -92,7 +92,8 @@ def _compare_one(
     default_rtol, default_atol = tolerances(a.dtype)
     rtol = default_rtol if rtol is None else rtol
     atol = default_atol if atol is None else atol
-    a64, e64 = a.detach().cpu().to(torch.float64), e.detach().cpu().to(torch.float64)
+    wide = torch.complex128 if a.is_complex() else torch.float64
+    a64, e64 = a.detach().cpu().to(wide), e.detach().cpu().to(wide)
     abs_err = (a64 - e64).abs()
     nan_mismatch = a64.isnan() != e64.isnan()
     both_nan = a64.isnan() & e64.isnan()
