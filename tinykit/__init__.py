@@ -13,7 +13,9 @@ __version__ = "0.1.0"
 
 # public name -> module that defines it
 _LAZY = {
+    "make_synthetic_dataset": "tinykit.dataset.synthetic",
     "make_tiny": "tinykit.shrink.build",
+    "make_tiny_dataset": "tinykit.dataset.build",
     "verify": "tinykit.shrink.verify",
     "ShrinkSpec": "tinykit.shrink.spec",
 }
@@ -21,6 +23,8 @@ _LAZY = {
 __all__ = sorted([*_LAZY, "errors", "__version__"])
 
 if TYPE_CHECKING:
+    from tinykit.dataset.build import make_tiny_dataset
+    from tinykit.dataset.synthetic import make_synthetic_dataset
     from tinykit.shrink.build import make_tiny
     from tinykit.shrink.spec import ShrinkSpec
     from tinykit.shrink.verify import verify
