@@ -41,6 +41,7 @@ BUILDERS = {
     "model": "make_tiny",
     "tokenizer": "make_tiny_tokenizer",
     "dataset": "make_tiny_dataset",
+    "synthetic_dataset": "make_synthetic_dataset",  # source: a datasets.Features dict
 }
 
 
@@ -61,16 +62,25 @@ def package_versions(names: tuple[str, ...] = KEYED_PACKAGES) -> dict[str, str]:
     return versions
 
 
-def source_revision(source: str | os.PathLike[str], revision: str | None = None) -> str:
+def source_revision(source: Any, revision: str | None = None) -> str:
     """What identifies the source's content: a digest of a local folder's files, else the revision.
 
     A Hub id without an explicit revision is keyed by ``"main"``: pin a commit sha in the
     spec to be safe against upstream changes.
     """
+    if not isinstance(source, (str, os.PathLike)):  # e.g. a features dict: its content is the source
+        return revision or "inline"
     path = Path(source)
     if path.is_dir():
         return "sha256:" + tree_digest(path)
     return revision or "main"
+
+
+def artifact_name(kind: str, source: Any) -> str:
+    """A readable folder name that depends only on the key's inputs: ``tiny-<source name>``."""
+    if not isinstance(source, (str, os.PathLike)):
+        return f"tiny-{kind.replace('_', '-')}"
+    return "tiny-" + (Path(str(source).rstrip("/")).name or kind)
 
 
 def tree_digest(folder: Path) -> str:
@@ -127,7 +137,7 @@ class Cache:
         return self.root / "artifacts"
 
     def key(
-        self, kind: str, source: str | os.PathLike[str], spec: Mapping[str, Any],
+        self, kind: str, source: Any, spec: Mapping[str, Any],
         revision: str | None = None,
     ) -> str:
         """The sha256 key of an artifact: kind + source + revision + spec + package versions."""
@@ -140,7 +150,7 @@ class Cache:
             ) from e
         payload = {
             "kind": kind,
-            "source": str(source),
+            "source": source if isinstance(source, (dict, list)) else str(source),
             "revision": source_revision(source, revision),
             "spec": json.loads(spec_json),
             "versions": package_versions(),
@@ -157,12 +167,14 @@ class Cache:
 
     def get_or_build(
         self, key: str, build: Callable[[Path], object], *, kind: str = "artifact",
-        source: str = "", spec: Mapping[str, Any] | None = None,
+        source: str = "", spec: Mapping[str, Any] | None = None, name: str = "artifact",
     ) -> Path:
-        """Return the folder for ``key``, calling ``build(tmp_folder)`` once if it is missing.
+        """Return the folder for ``key``, calling ``build(folder)`` once if it is missing.
 
-        ``build`` writes the artifact's files into the (empty, existing) folder it is given.
-        Under the lock a second process waits, then finds the finished folder.
+        ``build`` writes the artifact's files into the (empty, existing) folder it is given,
+        ``<tmp>/<name>``: builders that record their output folder's name (dataset cards do)
+        thus see the same name on every machine, and the bytes stay reproducible. Under the
+        lock a second process waits, then finds the finished folder.
         """
         if found := self.lookup(key):
             return found
@@ -171,32 +183,34 @@ class Cache:
         with FileLock(self.root / "locks" / f"{key}.lock"):
             if found := self.lookup(key):
                 return found
-            return self._build(key, build, kind=kind, source=source, spec=dict(spec or {}))
+            return self._build(key, build, name, kind=kind, source=source, spec=dict(spec or {}))
 
-    def _build(self, key: str, build: Callable[[Path], object], **meta: Any) -> Path:
+    def _build(self, key: str, build: Callable[[Path], object], name: str, **meta: Any) -> Path:
         tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key[:12]}-", dir=self.artifacts))
         try:
+            work = tmp / name
+            work.mkdir()
             start = time.perf_counter()
-            build(tmp)
+            build(work)
+            work.chmod(0o755)  # builders may swap in a private mkdtemp folder; the cache is shared
             seconds = time.perf_counter() - start
             record = {
                 **meta, "key": key, "versions": package_versions(), "built_at": time.time(),
                 "build_seconds": round(seconds, 4), "worker": os.environ.get("PYTEST_XDIST_WORKER", ""),
                 "pid": os.getpid(),
             }
-            (tmp / META_FILE).write_text(json.dumps(record, indent=2, sort_keys=True))
+            (work / META_FILE).write_text(json.dumps(record, indent=2, sort_keys=True))
             final = self.path(key)
             if final.exists():  # a stale, unfinished folder (no META_FILE) from a killed build
                 shutil.rmtree(final)
-            os.replace(tmp, final)
-        except BaseException:
+            os.replace(work, final)
+        finally:
             shutil.rmtree(tmp, ignore_errors=True)
-            raise
         with open(self.root / BUILD_LOG, "a") as log:
             log.write(json.dumps({k: record[k] for k in ("key", "kind", "source", "worker", "pid")}) + "\n")
         return final
 
-    def build(self, kind: str, source: str | os.PathLike[str], spec: Mapping[str, Any]) -> Path:
+    def build(self, kind: str, source: Any, spec: Mapping[str, Any]) -> Path:
         """The cached folder of ``tinykit.<builder>(source, **spec)``, built once per key.
 
         ``kind`` is one of ``BUILDERS``; a ``revision`` in the spec is part of the key.
@@ -213,7 +227,9 @@ class Cache:
 
             getattr(tinykit, BUILDERS[kind])(source, out=out, **spec)
 
-        return self.get_or_build(key, run_builder, kind=kind, source=str(source), spec=spec)
+        shown = json.dumps(source, sort_keys=True) if isinstance(source, (dict, list)) else str(source)
+        return self.get_or_build(
+            key, run_builder, kind=kind, source=shown, spec=spec, name=artifact_name(kind, source))
 
     def builds(self) -> list[dict[str, Any]]:
         """Every build performed in this cache, oldest first (cache hits are not logged)."""
