@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 import pytest
 
 from tinykit.cache import Cache
+from tinykit.errors import UsageError
 
 
 class TinyModel(NamedTuple):
@@ -65,10 +66,31 @@ def tinykit_device() -> str:
     return select_device()
 
 
+def resolve(kinds: tuple[str, ...], source: Any, spec: dict[str, Any]) -> tuple[str, Any, dict]:
+    """``(kind, source, spec)`` to build: a shipped fixture's when ``source`` names one (no spec).
+
+    Otherwise a features dict means a synthetic dataset, anything else ``kinds[0]``'s builder.
+    """
+    from tinykit.fixture_specs import load_specs
+
+    if isinstance(source, str) and not spec and (named := load_specs().get(source)):
+        if named.kind not in kinds:
+            raise UsageError(
+                f"Fixture {source!r} ({named.file}) is a {named.kind}, not a {kinds[0]}. "
+                f"Request it with the tiny_{named.kind.split('_')[-1]} fixture."
+            )
+        return named.kind, named.source, named.spec
+    if isinstance(source, dict) and "synthetic_dataset" in kinds:
+        return "synthetic_dataset", source, spec
+    return kinds[0], source, spec
+
+
 def _factory(
-    kind: str, cache: Cache, loaded: dict, load: Callable[[Path], Any], private_copy: bool = True,
+    kinds: tuple[str, ...], cache: Cache, loaded: dict, load: Callable[[Path], Any],
+    private_copy: bool = True,
 ) -> Callable:
-    def make(source: str, **spec: Any) -> tuple[Any, Path]:
+    def make(source: Any, **spec: Any) -> tuple[Any, Path]:
+        kind, source, spec = resolve(kinds, source, spec)
         path = cache.build(kind, source, spec)
         if (kind, path.name) not in loaded:
             loaded[kind, path.name] = load(path)
@@ -82,25 +104,30 @@ def _factory(
 def tiny_model(tinykit_cache: Cache, tinykit_loaded: dict) -> Callable[..., TinyModel]:
     """Factory: ``tiny_model(source, **spec)`` -> ``TinyModel(model, path)``, built once per spec.
 
-    ``source`` and ``spec`` are those of ``tinykit.make_tiny`` (a folder, a Hub id or a bare
-    model_type such as ``"qwen3_moe"``; ``layers=2, hidden=64, ...``).
+    ``source`` is a shipped fixture name (``"tiny-qwen3-moe"``, see ``tinykit fixtures build``)
+    or what ``tinykit.make_tiny`` takes (a folder, a Hub id or a bare model_type such as
+    ``"qwen3_moe"``, with spec ``layers=2, hidden=64, ...``).
     """
-    make = _factory("model", tinykit_cache, tinykit_loaded, load_model)
+    make = _factory(("model",), tinykit_cache, tinykit_loaded, load_model)
     return lambda source, **spec: TinyModel(*make(source, **spec))
 
 
 @pytest.fixture
 def tiny_tokenizer(tinykit_cache: Cache, tinykit_loaded: dict) -> Callable[..., TinyTokenizer]:
     """Factory: ``tiny_tokenizer(source, **spec)`` -> ``TinyTokenizer(tokenizer, path)``."""
-    make = _factory("tokenizer", tinykit_cache, tinykit_loaded, load_tokenizer)
+    make = _factory(("tokenizer",), tinykit_cache, tinykit_loaded, load_tokenizer)
     return lambda source, **spec: TinyTokenizer(*make(source, **spec))
 
 
 @pytest.fixture
 def tiny_dataset(tinykit_cache: Cache, tinykit_loaded: dict) -> Callable[..., TinyDataset]:
-    """Factory: ``tiny_dataset(source, **spec)`` -> ``TinyDataset(dataset, path)``."""
+    """Factory: ``tiny_dataset(source, **spec)`` -> ``TinyDataset(dataset_dict, path)``.
+
+    ``source`` is a shipped fixture name (``"tiny-chat"``), a ``datasets.Features`` dict
+    (synthetic rows; spec ``rows``, ``seed``) or what ``tinykit.make_tiny_dataset`` takes.
+    """
     # Arrow-backed datasets are immutable (map/filter return new ones): share, do not copy.
-    make = _factory("dataset", tinykit_cache, tinykit_loaded, load_dataset, private_copy=False)
+    make = _factory(("dataset", "synthetic_dataset"), tinykit_cache, tinykit_loaded, load_dataset, private_copy=False)
     return lambda source, **spec: TinyDataset(*make(source, **spec))
 
 
@@ -122,4 +149,4 @@ def load_tokenizer(path: Path) -> Any:
 def load_dataset(path: Path) -> Any:
     import datasets
 
-    return datasets.load_from_disk(str(path))
+    return datasets.load_dataset(str(path))

@@ -1,0 +1,49 @@
+"""tiny_model / tiny_tokenizer / tiny_dataset: built once per key, cached on disk, loaded once per session."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tinykit.cache import Cache
+
+DATASET_TESTS = """
+import pytest
+
+@pytest.mark.parametrize("i", range(3))
+def test_named(tiny_dataset, i):
+    ds, path = tiny_dataset("tiny-classification")
+    assert ds["train"].num_rows == 16
+    assert ds["train"].features["label"].names == ["negative", "positive"]
+
+def test_inline_schema(tiny_dataset):
+    ds, _ = tiny_dataset({"x": {"_type": "Value", "dtype": "int32"}}, rows=3, seed=1)
+    assert ds["train"].num_rows == 3 and ds["train"].features["x"].dtype == "int32"
+
+def test_wrong_kind(tiny_model):
+    with pytest.raises(Exception, match="Fixture 'tiny-chat' .* is a synthetic_dataset, not a model"):
+        tiny_model("tiny-chat")
+"""
+
+
+def test_datasets_build_once_and_are_reused_across_sessions(pytester, tmp_path):
+    pytester.makepyfile(DATASET_TESTS)
+    cache_dir = tmp_path / "cache"
+    first = pytester.runpytest_subprocess(f"--tinykit-cache-dir={cache_dir}")
+    first.assert_outcomes(passed=5)
+    assert len(Cache(cache_dir).builds()) == 2  # three tests, one build of tiny-classification
+    second = pytester.runpytest_subprocess(f"--tinykit-cache-dir={cache_dir}", "-n", "2")
+    second.assert_outcomes(passed=5)
+    assert len(Cache(cache_dir).builds()) == 2  # warm disk cache: no build in either worker
+
+
+def test_xdist_workers_build_a_key_once(pytester, tmp_path):
+    pytester.makepyfile(DATASET_TESTS)
+    cache_dir = tmp_path / "cache"
+    pytester.runpytest_subprocess(f"--tinykit-cache-dir={cache_dir}", "-n", "2").assert_outcomes(passed=5)
+    builds = Cache(cache_dir).builds()
+    assert len(builds) == 2 and len({b["key"] for b in builds}) == 2
+    assert {b["worker"] for b in builds} <= {"gw0", "gw1"}
+    meta = json.loads((cache_dir / "artifacts" / builds[0]["key"] / "tinykit-cache.json").read_text())
+    assert meta["kind"] == "synthetic_dataset"
