@@ -16,6 +16,7 @@ The root is, in order: the ``root`` argument (pytest ``--tinykit-cache-dir``), `
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -138,9 +139,12 @@ class Cache:
 
     def key(
         self, kind: str, source: Any, spec: Mapping[str, Any],
-        revision: str | None = None,
+        revision: str | None = None, content: Any = None,
     ) -> str:
-        """The sha256 key of an artifact: kind + source + revision + spec + package versions."""
+        """The sha256 key of an artifact: kind + source + revision + spec + package versions.
+
+        ``content`` is where the source's files are when ``source`` is a relative path.
+        """
         try:
             spec_json = json.dumps(dict(spec), sort_keys=True)
         except TypeError as e:
@@ -151,7 +155,7 @@ class Cache:
         payload = {
             "kind": kind,
             "source": source if isinstance(source, (dict, list)) else str(source),
-            "revision": source_revision(source, revision),
+            "revision": source_revision(source if content is None else content, revision),
             "spec": json.loads(spec_json),
             "versions": package_versions(),
         }
@@ -210,22 +214,30 @@ class Cache:
             log.write(json.dumps({k: record[k] for k in ("key", "kind", "source", "worker", "pid")}) + "\n")
         return final
 
-    def build(self, kind: str, source: Any, spec: Mapping[str, Any]) -> Path:
+    def build(
+        self, kind: str, source: Any, spec: Mapping[str, Any], base: Path | None = None,
+    ) -> Path:
         """The cached folder of ``tinykit.<builder>(source, **spec)``, built once per key.
 
-        ``kind`` is one of ``BUILDERS``; a ``revision`` in the spec is part of the key.
+        ``kind`` is one of ``BUILDERS``; a ``revision`` in the spec is part of the key. A
+        relative folder ``source`` is resolved against ``base`` and passed to the builder as
+        written, run from ``base``: builders record the source path in their provenance, and a
+        relative one keeps the bytes the same on every machine.
         """
         if kind not in BUILDERS:
             raise UsageError(
                 f"Unknown artifact kind {kind!r}. Expected one of {sorted(BUILDERS)}."
             )
         spec = dict(spec)
-        key = self.key(kind, source, spec, revision=spec.get("revision"))
+        keyed = base / source if base is not None and isinstance(source, str) else source
+        key = self.key(kind, source, spec, revision=spec.get("revision"), content=keyed)
 
         def run_builder(out: Path) -> None:
             import tinykit
 
-            getattr(tinykit, BUILDERS[kind])(source, out=out, **spec)
+            out.rmdir()  # builders refuse an existing output folder and create it atomically
+            with contextlib.chdir(base or Path.cwd()):
+                getattr(tinykit, BUILDERS[kind])(source, out=out, **spec)
 
         shown = json.dumps(source, sort_keys=True) if isinstance(source, (dict, list)) else str(source)
         return self.get_or_build(

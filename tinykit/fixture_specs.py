@@ -90,7 +90,8 @@ def select(specs: dict[str, FixtureSpec], names: list[str] | None) -> list[Fixtu
 
 def build_one(spec: FixtureSpec, cache: Cache | None = None) -> Path:
     """The built folder of ``spec``, from the artifact cache (built on a miss)."""
-    return (cache or Cache()).build(spec.kind, spec.source, spec.spec)
+    base = spec.file.parent if spec.file else None  # relative sources: fixtures/sources/...
+    return (cache or Cache()).build(spec.kind, spec.source, spec.spec, base=base)
 
 
 def build(

@@ -198,7 +198,7 @@ def shrink_specs(draw, max_hidden: int = 64, max_layers: int = 3) -> dict:
         "layers": draw(st.integers(1, max_layers)),
         "heads": heads,
         "kv_heads": kv_heads,
-        "vocab": draw(st.integers(32, 512)),
+        "vocab": draw(st.integers(64, 512)),
         "seed": draw(st.integers(0, 2**31 - 1)),
     }
 
