@@ -43,7 +43,7 @@ def specs(tmp_path):
 def test_shipped_fixtures_verify_from_a_fresh_checkout(tmp_path):
     """The acceptance check: a copy of the repo with an empty cache rebuilds the locked bytes."""
     checkout = tmp_path / "checkout"
-    for part in ("tinykit", "fixtures"):
+    for part in ("tinykit", "fixtures", "recipes"):
         shutil.copytree(REPO / part, checkout / part, ignore=shutil.ignore_patterns("__pycache__"))
     env = {**os.environ, "PYTHONPATH": str(checkout), "TINYKIT_CACHE": str(tmp_path / "empty-cache")}
     out = subprocess.run([sys.executable, "-m", "tinykit", "fixtures", "verify", "--json"],
