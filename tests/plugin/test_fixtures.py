@@ -47,3 +47,31 @@ def test_xdist_workers_build_a_key_once(pytester, tmp_path):
     assert {b["worker"] for b in builds} <= {"gw0", "gw1"}
     meta = json.loads((cache_dir / "artifacts" / builds[0]["key"] / "tinykit-cache.json").read_text())
     assert meta["kind"] == "synthetic_dataset"
+
+
+MODEL_TESTS = """
+import torch
+
+def test_logits(tiny_model, tensor_snapshot, tinykit_loaded):
+    model, path = tiny_model("llama", layers=2, hidden=32, seed=3)
+    assert (path / "model.safetensors").is_file() and type(model).__name__ == "LlamaForCausalLM"
+    with torch.no_grad():
+        logits = model(torch.arange(6)[None]).logits
+    tensor_snapshot("logits", logits)
+
+def test_same_spec_is_loaded_once_per_session(tiny_model, tinykit_loaded):
+    first, path = tiny_model("llama", layers=2, hidden=32, seed=3)
+    second, _ = tiny_model("llama", layers=2, hidden=32, seed=3)
+    assert list(tinykit_loaded) == [("model", path.name)]  # one load, two private copies
+    assert first is not second and torch.equal(first.lm_head.weight, second.lm_head.weight)
+"""
+
+
+def test_tiny_model_logits_match_their_snapshot_across_sessions(pytester, tmp_path):
+    pytester.makepyfile(test_model=MODEL_TESTS)
+    cache_dir = tmp_path / "cache"
+    first = pytester.runpytest_subprocess(f"--tinykit-cache-dir={cache_dir}", "--tinykit-update-snapshots")
+    first.assert_outcomes(passed=2)
+    # a cold cache in a new session: the rebuilt model gives the same logits (seeded weights)
+    pytester.runpytest_subprocess(f"--tinykit-cache-dir={tmp_path / 'cold'}").assert_outcomes(passed=2)
+    assert len(Cache(cache_dir).builds()) == len(Cache(tmp_path / "cold").builds()) == 1

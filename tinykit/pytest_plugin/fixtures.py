@@ -19,6 +19,7 @@ import pytest
 
 from tinykit.cache import Cache
 from tinykit.errors import UsageError
+from tinykit.fixture_specs import FixtureSpec, build_one, load_specs
 
 
 class TinyModel(NamedTuple):
@@ -66,23 +67,21 @@ def tinykit_device() -> str:
     return select_device()
 
 
-def resolve(kinds: tuple[str, ...], source: Any, spec: dict[str, Any]) -> tuple[str, Any, dict]:
-    """``(kind, source, spec)`` to build: a shipped fixture's when ``source`` names one (no spec).
+def resolve(kinds: tuple[str, ...], source: Any, spec: dict[str, Any]) -> FixtureSpec:
+    """What to build: the shipped fixture ``source`` names (when no spec is given), else an ad-hoc spec.
 
     Otherwise a features dict means a synthetic dataset, anything else ``kinds[0]``'s builder.
     """
-    from tinykit.fixture_specs import load_specs
-
     if isinstance(source, str) and not spec and (named := load_specs().get(source)):
         if named.kind not in kinds:
             raise UsageError(
                 f"Fixture {source!r} ({named.file}) is a {named.kind}, not a {kinds[0]}. "
                 f"Request it with the tiny_{named.kind.split('_')[-1]} fixture."
             )
-        return named.kind, named.source, named.spec
+        return named
     if isinstance(source, dict) and "synthetic_dataset" in kinds:
-        return "synthetic_dataset", source, spec
-    return kinds[0], source, spec
+        return FixtureSpec("", "synthetic_dataset", source, spec)
+    return FixtureSpec("", kinds[0], source, spec)
 
 
 def _factory(
@@ -90,11 +89,10 @@ def _factory(
     private_copy: bool = True,
 ) -> Callable:
     def make(source: Any, **spec: Any) -> tuple[Any, Path]:
-        kind, source, spec = resolve(kinds, source, spec)
-        path = cache.build(kind, source, spec)
-        if (kind, path.name) not in loaded:
-            loaded[kind, path.name] = load(path)
-        obj = loaded[kind, path.name]
+        path = build_one(resolve(kinds, source, spec), cache)
+        if (kinds[0], path.name) not in loaded:
+            loaded[kinds[0], path.name] = load(path)
+        obj = loaded[kinds[0], path.name]
         return (copy.deepcopy(obj) if private_copy else obj), path
 
     return make
