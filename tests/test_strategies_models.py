@@ -8,6 +8,7 @@ import transformers
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tinykit import ShrinkSpec, make_tiny
 from tinykit.errors import UsageError
 from tinykit.strategies import MODEL_FAMILIES, shrink_specs, tiny_configs, token_batches
 
@@ -17,9 +18,21 @@ HEAD_CLASS = {"encoder": transformers.AutoModelForMaskedLM, "t5": transformers.A
 
 
 @given(shrink_specs())
-def test_shrink_specs_keep_head_invariants(spec):
-    assert spec["hidden"] % spec["heads"] == 0 and spec["heads"] % spec["kv_heads"] == 0
-    assert 1 <= spec["layers"] <= 3 and spec["hidden"] <= 64
+def test_shrink_specs_are_valid_shrink_specs(spec):
+    assert ShrinkSpec.from_kwargs(**spec).to_dict().items() >= spec.items()
+    assert spec["hidden"] <= 64 and (spec["layers"] == "auto" or 1 <= spec["layers"] <= 3)
+
+
+@pytest.mark.parametrize(("model_type", "min_layers"), [("qwen3_moe", 1), ("qwen3_next", 2)])
+def test_make_tiny_builds_every_drawn_spec(model_type, min_layers, tmp_path_factory):
+    @settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(shrink_specs(max_hidden=32, max_layers=2, min_layers=min_layers))
+    def check(spec):
+        path = make_tiny(model_type, tmp_path_factory.mktemp("tiny"), force=True, **spec)
+        config = transformers.AutoConfig.from_pretrained(path)
+        assert config.hidden_size == spec["hidden"] and config.vocab_size == spec["vocab"]
+
+    check()
 
 
 @pytest.mark.parametrize("model_type", sorted(MODEL_FAMILIES))

@@ -184,10 +184,11 @@ _EXPERTS_FIELD = {"qwen3_moe": "num_experts", "mixtral": "num_local_experts"}
 
 
 @st.composite
-def shrink_specs(draw, max_hidden: int = 64, max_layers: int = 3) -> dict:
+def shrink_specs(draw, max_hidden: int = 64, max_layers: int = 3, min_layers: int = 1) -> dict:
     """Spec dicts for ``tinykit.make_tiny``: heads divide hidden, kv heads divide heads.
 
-    Keys: hidden, layers, heads, kv_heads, vocab, seed (all small).
+    Keys: hidden, layers ("auto" or min_layers..max_layers), heads, kv_heads, vocab, seed.
+    Hybrid models need ``min_layers`` >= their number of block types (qwen3_next: 2).
     """
     heads = draw(st.sampled_from([1, 2, 4]))
     kv_heads = draw(st.sampled_from([k for k in (1, 2, 4) if heads % k == 0]))
@@ -195,7 +196,7 @@ def shrink_specs(draw, max_hidden: int = 64, max_layers: int = 3) -> dict:
     hidden = heads * head_dim * draw(st.integers(1, max(1, max_hidden // (heads * head_dim))))
     return {
         "hidden": hidden,
-        "layers": draw(st.integers(1, max_layers)),
+        "layers": draw(st.one_of(st.just("auto"), st.integers(min_layers, max_layers))),
         "heads": heads,
         "kv_heads": kv_heads,
         "vocab": draw(st.integers(64, 512)),
@@ -218,7 +219,8 @@ def tiny_configs(draw, model_type: str, max_hidden: int = 64, max_layers: int = 
             f"Known: {sorted(MODEL_FAMILIES)}. Use shrink_specs() with tinykit.make_tiny instead."
         )
     spec = draw(shrink_specs(max_hidden=max_hidden, max_layers=max_layers))
-    hidden, layers, heads, vocab = spec["hidden"], spec["layers"], spec["heads"], spec["vocab"]
+    hidden, heads, vocab = spec["hidden"], spec["heads"], spec["vocab"]
+    layers = draw(st.integers(1, max_layers))
     ffn = draw(st.sampled_from([16, 32, 64]))
     family = MODEL_FAMILIES[model_type]
     if family == "gpt2":
