@@ -113,3 +113,24 @@ def test_remote_code_repo_fails_cleanly_and_writes_nothing(name, tmp_path):
         tinykit.make_tiny(HUB_FILES / name, out)
     assert not out.exists()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_faithful_mode_keeps_the_real_tokenizer_and_chat_template(tmp_path):
+    import transformers
+
+    out = tinykit.make_tiny(HUB_FILES / "mistralai/Mistral-7B-Instruct-v0.3", tmp_path / "f", mode="faithful")
+    tokenizer = transformers.AutoTokenizer.from_pretrained(out)
+    model = transformers.AutoModelForCausalLM.from_pretrained(out)
+    assert model.config.vocab_size == len(tokenizer) == 32768
+    source = transformers.AutoTokenizer.from_pretrained(HUB_FILES / "mistralai/Mistral-7B-Instruct-v0.3")
+    chat = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    ids = tokenizer.apply_chat_template(chat, tokenize=True)
+    assert ids == source.apply_chat_template(chat, tokenize=True)  # real tokens, counted as the source does
+    assert model.config.bos_token_id == source.bos_token_id
+    assert sum(p.numel() for p in model.model.layers.parameters()) < 100_000  # the body is tiny
+
+
+def test_faithful_mode_of_a_bare_model_type_is_refused(tmp_path):
+    with pytest.raises(tinykit.errors.UsageError, match="--mode tiny"):
+        tinykit.make_tiny("llama", tmp_path / "f", mode="faithful")
+    assert not (tmp_path / "f").exists()

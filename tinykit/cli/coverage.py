@@ -21,12 +21,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from tinykit.shrink.coverage import sweep
 
-    rows = sweep(args.model_types or None)
+    rows = []
+    for row in sweep(args.model_types or None):
+        rows.append(row)
+        if not args.json:  # stream: a full sweep takes minutes
+            print(f"{'PASS' if row.ok else 'FAIL'} {row.model_type:32s} {row.params:>9,} params "
+                  f"{row.seconds:6.2f}s" + ("" if row.ok else f"  {row.reason}"), flush=True)
     passed = sum(r.ok for r in rows)
     summary = {"passed": passed, "total": len(rows), "rate": round(passed / max(1, len(rows)), 4),
                "rows": [dataclasses.asdict(r) for r in rows]}
-    lines = [f"{'PASS' if r.ok else 'FAIL'} {r.model_type:32s} {r.params:>9,} params {r.seconds:6.2f}s"
-             + ("" if r.ok else f"  {r.reason}") for r in rows]
-    lines.append(f"{passed}/{len(rows)} text model types pass ({100 * summary['rate']:.1f}%)")
-    emit(summary, args.json, "\n".join(lines))
+    emit(summary, args.json, f"{passed}/{len(rows)} text model types pass ({100 * summary['rate']:.1f}%)")
     return 0

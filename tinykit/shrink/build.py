@@ -31,6 +31,10 @@ TASK_MAPPINGS = (
 )
 # Files copied from the source as they are (processor geometry is rewritten, see _copy_processor).
 PROCESSOR_FILES = ("preprocessor_config.json", "processor_config.json", "video_preprocessor_config.json")
+NOT_TOKENIZER = {"config.json", "generation_config.json", "README.md", "params.json", ".gitattributes",
+                 "tinykit.json", *PROCESSOR_FILES}
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".h5", ".msgpack", ".gguf", ".onnx", ".ckpt",
+                   ".index.json", ".py")
 
 
 @dataclass
@@ -110,8 +114,7 @@ def _build_into(tmp: Path, src: Source, spec: ShrinkSpec, recipes: tuple[str, ..
 
     hf_logging.disable_progress_bar()  # keep CLI output to tinykit's one line
     remote = src.folder if trust_remote_code and "auto_map" in src.config else None
-    vocab = spec.vocab if spec.mode == "tiny" else None
-    shrunk = shrink_config(src.config, spec, vocab=vocab, recipes=recipes, remote_code=remote)
+    shrunk = shrink_config(src.config, spec, recipes=recipes, remote_code=remote)
     cls = model_class(src, shrunk.config, remote is not None)
     dtype = getattr(torch, spec.dtype)
     torch.manual_seed(spec.seed)
@@ -121,6 +124,8 @@ def _build_into(tmp: Path, src: Source, spec: ShrinkSpec, recipes: tuple[str, ..
     _attach_generation_config(model, src, spec)
     model.save_pretrained(tmp)
     _copy_processor(src, shrunk, tmp)
+    if spec.mode == "faithful":
+        _copy_tokenizer(src, tmp)
     params = sum(p.numel() for p in model.parameters())
     layers = {path: list(plan.kept) for path, plan in shrunk.plans.items()}
     return BuildResult(tmp, type(model).__name__, params, 0, 0.0, layers=layers)
@@ -181,6 +186,18 @@ def _copy_processor(src: Source, shrunk: ShrunkConfig, tmp: Path) -> None:
         if isinstance(patch, int) and isinstance(data.get("patch_size"), int) and isinstance(size, int):
             data["patch_size"] = patch
         (tmp / name).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def _copy_tokenizer(src: Source, tmp: Path) -> None:
+    """Faithful mode ships the source's real tokenizer and chat template, byte for byte."""
+    if src.folder is None:
+        raise UsageError(
+            f"--mode faithful keeps the source's real tokenizer, and {src.name!r} (a bare model_type) has "
+            f"none. Use a folder or Hub id as the source, or --mode tiny."
+        )
+    for path in sorted(src.folder.iterdir()):
+        if path.is_file() and path.name not in NOT_TOKENIZER and not path.name.endswith(WEIGHT_SUFFIXES):
+            shutil.copyfile(path, tmp / path.name)
 
 
 def _replace(tmp: Path, target: Path) -> None:

@@ -70,7 +70,10 @@ def shrink_config(
     token_ids: dict[int, int] | None = None, keep_depth: bool = False, recipes: tuple[str, ...] = (),
     remote_code: Path | None = None,
 ) -> ShrunkConfig:
-    """Shrink `raw` (a config.json dict) to `spec`; `vocab` overrides spec.vocab (the tokenizer's size).
+    """Shrink `raw` (a config.json dict) to `spec`.
+
+    The vocab becomes `vocab` (a shrunk tokenizer's size) or spec.vocab; in faithful mode the
+    source's vocab and token ids are kept.
 
     `keep_depth=True` shrinks the width only: the result has the source's layer structure,
     for comparing block types. `token_ids` maps source special-token ids to tiny ones.
@@ -80,9 +83,12 @@ def shrink_config(
     base = source.to_diff_dict()
     plans: dict[str, LayerPlan] = {}
     used: set[str] = set()
-    ctx = _Context(spec, vocab or spec.vocab, keep_depth, recipes, plans, used, remote_code is not None)
+    faithful = spec.mode == "faithful"
+    vocab = None if faithful else vocab or spec.vocab
+    ctx = _Context(spec, vocab, keep_depth, recipes, plans, used, remote_code is not None)
     _shrink_node(full, base, "", ctx)
-    remap_token_ids(base, vocab or spec.vocab, token_ids)
+    if vocab is not None:
+        remap_token_ids(base, vocab, token_ids)
     try:
         config = type(source).from_dict(base)
         if hasattr(config, "validate"):
@@ -101,7 +107,7 @@ def shrink_config(
 @dataclass
 class _Context:
     spec: ShrinkSpec
-    vocab: int
+    vocab: int | None
     keep_depth: bool
     recipes: tuple[str, ...]
     plans: dict[str, LayerPlan]
@@ -109,15 +115,17 @@ class _Context:
     remote_code: bool
 
 
-def _shrink_node(full: dict[str, Any], base: dict[str, Any], path: str, ctx: _Context) -> None:
+def _shrink_node(full: dict[str, Any], base: dict[str, Any], path: str, ctx: _Context) -> dict[str, Any]:
+    """Shrink one (sub)config: writes overrides into `base`, returns the node's shrunk values."""
     recipe = recipe_for(full.get("model_type") or "", ctx.recipes)
     ctx.used.update(recipe.sources)
     for key in recipe.drop if not ctx.remote_code else set(recipe.drop) - {"auto_map"}:
         base.pop(key, None)
+    shrunk_subs = {}
     for key, value in full.items():
         if isinstance(value, dict) and "model_type" in value:
             sub = base.setdefault(key, {"model_type": value["model_type"]})
-            _shrink_node(value, sub, f"{path}{key}.", ctx)
+            shrunk_subs[key] = _shrink_node(value, sub, f"{path}{key}.", ctx)
     overrides = _knob_values(full, recipe, ctx)
     layer_keys = [k for k in recipe.knobs["layers"] if _is_int(full.get(k))]
     if layer_keys and not ctx.keep_depth:
@@ -129,11 +137,12 @@ def _shrink_node(full: dict[str, Any], base: dict[str, Any], path: str, ctx: _Co
             if _is_int(full.get(key)):
                 overrides[key] = min(full[key], len(plan.kept))
     overrides.update(copy.deepcopy(recipe.set))
-    merged = {**full, **overrides}
+    merged = {**full, **shrunk_subs, **overrides}
     for key, expr in recipe.derive.items():
         overrides[key] = merged[key] = _evaluate(expr, merged, f"{path}{key}")
     _shrink_rope(merged, overrides)
     base.update(overrides)
+    return {**merged, **overrides}
 
 
 def _is_int(value: Any) -> bool:
@@ -171,7 +180,7 @@ def _knob_values(full: dict[str, Any], recipe: Recipe, ctx: _Context) -> dict[st
                 out[key] = min(v, spec.intermediate)
             elif knob == "expert_intermediate":
                 out[key] = min(v, spec.expert_intermediate)
-            elif knob == "vocab":
+            elif knob == "vocab" and ctx.vocab is not None:
                 out[key] = ctx.vocab
             elif knob == "positions":
                 out[key] = min(v, spec.max_positions)

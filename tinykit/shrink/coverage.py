@@ -10,6 +10,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 from tinykit.errors import TinykitError
@@ -36,24 +37,20 @@ def text_model_types() -> list[str]:
     return sorted(found)
 
 
-def sweep(model_types: list[str] | None = None, **spec: Any) -> list[CoverageRow]:
-    """Build + verify each model type; a failure is recorded with its reason, never raised."""
+def sweep(model_types: list[str] | None = None, **spec: Any) -> Iterator[CoverageRow]:
+    """Build + verify each model type, yielding one row each; a failure is recorded, never raised."""
     from tinykit.shrink.build import build
     from tinykit.shrink.verify import verify
 
-    rows = []
     with tempfile.TemporaryDirectory(prefix="tinykit-coverage-") as tmp:
         for model_type in model_types or text_model_types():
             started = time.perf_counter()
+            ok, reason, params = False, "", 0
             try:
-                result = build(model_type, Path(tmp) / model_type, **spec)
-                report = verify(result.path)
-                rows.append(CoverageRow(model_type, report.ok, "; ".join(report.problems) or "ok",
-                                        report.params, time.perf_counter() - started))
+                report = verify(build(model_type, Path(tmp) / model_type, **spec).path)
+                ok, reason, params = report.ok, "; ".join(report.problems) or "ok", report.params
             except TinykitError as e:
-                rows.append(CoverageRow(model_type, False, f"{type(e).__name__}: {e}", 0,
-                                        time.perf_counter() - started))
+                reason = f"{type(e).__name__}: {e}"
             except Exception as e:  # a transformers failure on one type must not stop the sweep
-                rows.append(CoverageRow(model_type, False, f"{type(e).__name__}: {str(e)[:300]}", 0,
-                                        time.perf_counter() - started))
-    return rows
+                reason = f"{type(e).__name__}: {str(e)[:300]}"
+            yield CoverageRow(model_type, ok, reason, params, time.perf_counter() - started)
