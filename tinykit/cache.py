@@ -17,6 +17,7 @@ The root is, in order: the ``root`` argument (pytest ``--tinykit-cache-dir``), `
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -61,6 +62,19 @@ def package_versions(names: tuple[str, ...] = KEYED_PACKAGES) -> dict[str, str]:
         except metadata.PackageNotFoundError:
             versions[name] = "absent"
     return versions
+
+
+@functools.cache
+def tinykit_source_digest() -> str:
+    """sha256 of tinykit's own code and recipes: a development checkout changes without a new
+    version number, and a stale cached build must not outlive the code that made it."""
+    package = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for folder, pattern in ((package, "**/*.py"), (package.parent / "recipes", "*.toml"),
+                            (package / "recipes", "*.toml")):
+        for path in sorted(folder.glob(pattern)):
+            h.update(f"{path.relative_to(folder).as_posix()}\0{sha256_file(path)}\n".encode())
+    return h.hexdigest()
 
 
 def source_revision(source: Any, revision: str | None = None) -> str:
@@ -158,6 +172,7 @@ class Cache:
             "revision": source_revision(source if content is None else content, revision),
             "spec": json.loads(spec_json),
             "versions": package_versions(),
+            "tinykit_source": tinykit_source_digest(),
         }
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
