@@ -44,38 +44,46 @@ def median_seconds(fn, runs: int = RUNS) -> float:
     return statistics.median(times)
 
 
+def measure(spec: fixture_specs.FixtureSpec, hub: HubServer, tmp: Path) -> tuple[float, ...]:
+    """(cold build, warm disk, warm memory, hub cold, hub warm) in seconds for one fixture."""
+    fresh = (tmp / f"{spec.name}-{i}" for i in range(100))
+    cold = median_seconds(lambda: fixture_specs.build_one(spec, Cache(next(fresh))), 3)
+    cache = Cache(tmp / f"{spec.name}-0")
+    path = fixture_specs.build_one(spec, cache)
+
+    def fixture_call(loaded: dict) -> None:  # what `tiny_model(spec.name)` does in a test
+        _factory(("model",), cache, loaded, load_model)(spec.name)
+
+    disk = median_seconds(lambda: fixture_call({}))  # a new session: empty memory layer
+    loaded: dict = {}
+    fixture_call(loaded)
+    memory = median_seconds(lambda: fixture_call(loaded))
+    repo = f"tiny/{spec.name}"
+    hub.add_model(repo, path)
+    cls = getattr(transformers, load_model(path).config.architectures[0])
+    hf_caches = (tmp / f"hf-{spec.name}-{i}" for i in range(100))
+
+    def hub_cold() -> None:
+        with use_endpoint(hub.endpoint, cache_dir=next(hf_caches)):
+            cls.from_pretrained(repo)
+
+    hub_load = median_seconds(hub_cold)
+    with use_endpoint(hub.endpoint, cache_dir=tmp / f"hf-{spec.name}-warm"):
+        cls.from_pretrained(repo)
+        hub_warm = median_seconds(lambda: cls.from_pretrained(repo))
+    return cold, disk, memory, hub_load, hub_warm
+
+
 def main(names: list[str]) -> None:
     transformers.logging.set_verbosity_error()
-    specs = [s for s in fixture_specs.select(fixture_specs.load_specs(), names or None) if s.kind == "model"]
+    named = fixture_specs.select(fixture_specs.load_specs(), names or None)
+    specs = [s for s in named if s.kind == "model"]
     tmp = Path(tempfile.mkdtemp(prefix="tinykit-bench-"))
     # warm-up: the first model build in a process imports the model modules and torch kernels
     fixture_specs.build_one(specs[0], Cache(tmp / "warmup"))
-    rows = []
     (tmp / "hub").mkdir()
     with HubServer(tmp / "hub") as hub:
-        for spec in specs:
-            n = iter(range(100))
-            cold = median_seconds(lambda: fixture_specs.build_one(spec, Cache(tmp / f"{spec.name}-{next(n)}")), 3)
-            cache = Cache(tmp / f"{spec.name}-0")
-            path = fixture_specs.build_one(spec, cache)
-            make = lambda loaded: _factory(("model",), cache, loaded, load_model)(spec.name)  # noqa: E731
-            disk = median_seconds(lambda: make({}))  # a new session: empty memory layer
-            loaded: dict = {}
-            make(loaded)
-            memory = median_seconds(lambda: make(loaded))
-            hub.add_model(f"tiny/{spec.name}", path)
-            cls = getattr(transformers, load_model(path).config.architectures[0])
-            m = iter(range(100))
-
-            def hub_cold() -> None:
-                with use_endpoint(hub.endpoint, cache_dir=tmp / f"hf-{spec.name}-{next(m)}"):
-                    cls.from_pretrained(f"tiny/{spec.name}")
-
-            hub_load = median_seconds(hub_cold)
-            with use_endpoint(hub.endpoint, cache_dir=tmp / f"hf-{spec.name}-warm"):
-                cls.from_pretrained(f"tiny/{spec.name}")
-                hub_warm = median_seconds(lambda: cls.from_pretrained(f"tiny/{spec.name}"))
-            rows.append((spec.name, cold, disk, memory, hub_load, hub_warm))
+        rows = [(spec.name, *measure(spec, hub, tmp)) for spec in specs]
 
     print(f"{'fixture':<18} {'cold build':>10} {'warm disk':>10} {'warm mem':>9} "
           f"{'hub cold':>9} {'hub warm':>9} {'hub cold/warm disk':>19} {'hub warm/warm mem':>18}")

@@ -1,4 +1,4 @@
-"""tinykit.cache: content-addressed keys, one build per key across processes, atomic folders, ls/clear."""
+"""tinykit.cache: content keys, one build per key across processes, atomic folders, ls/clear."""
 
 from __future__ import annotations
 
@@ -99,8 +99,8 @@ def test_concurrent_processes_build_a_key_once(tmp_path):
     script = tmp_path / "build.py"
     script.write_text(textwrap.dedent(CONCURRENT_BUILD))
     root = tmp_path / "cache"
-    procs = [subprocess.Popen([sys.executable, str(script), str(root)], stdout=subprocess.PIPE, text=True)
-             for _ in range(3)]
+    command = [sys.executable, str(script), str(root)]
+    procs = [subprocess.Popen(command, stdout=subprocess.PIPE, text=True) for _ in range(3)]
     paths = {p.communicate(timeout=60)[0].strip() for p in procs}
     assert all(p.returncode == 0 for p in procs)
     assert paths == {str(root / "artifacts" / ("k" * 64))}

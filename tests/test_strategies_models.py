@@ -8,13 +8,13 @@ import transformers
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import HUB_FILES
 from tinykit import ShrinkSpec, make_tiny
 from tinykit.errors import UsageError
 from tinykit.strategies import MODEL_FAMILIES, shrink_specs, tiny_configs, token_batches
 
-from tests.conftest import HUB_FILES
-
-HEAD_CLASS = {"encoder": transformers.AutoModelForMaskedLM, "t5": transformers.AutoModelForSeq2SeqLM}
+HEAD_CLASS = {"encoder": transformers.AutoModelForMaskedLM,
+              "t5": transformers.AutoModelForSeq2SeqLM}
 
 
 @given(shrink_specs())
@@ -43,7 +43,8 @@ def test_tiny_configs_build_models_that_train(model_type):
         auto = HEAD_CLASS.get(MODEL_FAMILIES[model_type], transformers.AutoModelForCausalLM)
         model = auto.from_config(config)
         assert sum(p.numel() for p in model.parameters()) < 2_000_000
-        ids = torch.tensor([data.draw(st.lists(st.integers(0, config.vocab_size - 1), min_size=4, max_size=4))])
+        token = st.integers(0, config.vocab_size - 1)
+        ids = torch.tensor([data.draw(st.lists(token, min_size=4, max_size=4))])
         loss = model(input_ids=ids, labels=ids).loss
         assert torch.isfinite(loss)
         loss.backward()
@@ -61,9 +62,9 @@ def test_tiny_configs_reject_an_unknown_model_type(data):
 @pytest.fixture(scope="module")
 def tokenizers():
     gpt2 = transformers.AutoTokenizer.from_pretrained(HUB_FILES / "openai-community" / "gpt2-xl")
-    bert = transformers.AutoTokenizer.from_pretrained(HUB_FILES / "google-bert" / "bert-base-uncased")
-    bert_left = transformers.AutoTokenizer.from_pretrained(
-        HUB_FILES / "google-bert" / "bert-base-uncased", padding_side="left")
+    bert_folder = HUB_FILES / "google-bert" / "bert-base-uncased"
+    bert = transformers.AutoTokenizer.from_pretrained(bert_folder)
+    bert_left = transformers.AutoTokenizer.from_pretrained(bert_folder, padding_side="left")
     return {"gpt2 (no pad token)": gpt2, "bert": bert, "bert left": bert_left}
 
 

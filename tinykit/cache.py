@@ -83,7 +83,7 @@ def source_revision(source: Any, revision: str | None = None) -> str:
     A Hub id without an explicit revision is keyed by ``"main"``: pin a commit sha in the
     spec to be safe against upstream changes.
     """
-    if not isinstance(source, (str, os.PathLike)):  # e.g. a features dict: its content is the source
+    if not isinstance(source, (str, os.PathLike)):  # a features dict: it is its own content
         return revision or "inline"
     path = Path(source)
     if path.is_dir():
@@ -215,8 +215,8 @@ class Cache:
             seconds = time.perf_counter() - start
             record = {
                 **meta, "key": key, "versions": package_versions(), "built_at": time.time(),
-                "build_seconds": round(seconds, 4), "worker": os.environ.get("PYTEST_XDIST_WORKER", ""),
-                "pid": os.getpid(),
+                "build_seconds": round(seconds, 4), "pid": os.getpid(),
+                "worker": os.environ.get("PYTEST_XDIST_WORKER", ""),
             }
             (work / META_FILE).write_text(json.dumps(record, indent=2, sort_keys=True))
             final = self.path(key)
@@ -226,7 +226,8 @@ class Cache:
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         with open(self.root / BUILD_LOG, "a") as log:
-            log.write(json.dumps({k: record[k] for k in ("key", "kind", "source", "worker", "pid")}) + "\n")
+            logged = {k: record[k] for k in ("key", "kind", "source", "worker", "pid")}
+            log.write(json.dumps(logged) + "\n")
         return final
 
     def build(
@@ -254,7 +255,8 @@ class Cache:
             with contextlib.chdir(base or Path.cwd()):
                 getattr(tinykit, BUILDERS[kind])(source, out=out, **spec)
 
-        shown = json.dumps(source, sort_keys=True) if isinstance(source, (dict, list)) else str(source)
+        inline = isinstance(source, (dict, list))
+        shown = json.dumps(source, sort_keys=True) if inline else str(source)
         return self.get_or_build(
             key, run_builder, kind=kind, source=shown, spec=spec, name=artifact_name(kind, source))
 
@@ -279,7 +281,7 @@ class Cache:
         return sorted(entries, key=lambda e: e.built_at, reverse=True)
 
     def clear(self, keys: list[str] | None = None) -> int:
-        """Delete all artifacts (or those whose key starts with one of ``keys``); return the count."""
+        """Delete all artifacts, or those whose key starts with one of ``keys``; return how many."""
         removed = 0
         if not self.artifacts.is_dir():
             return 0
@@ -298,7 +300,7 @@ class Cache:
 
 
 def ls(root: str | os.PathLike[str] | None = None) -> list[CacheEntry]:
-    """Every artifact in the cache at ``root`` (default: ``TINYKIT_CACHE`` or ``~/.cache/tinykit``)."""
+    """Every artifact in the cache at ``root`` (default: TINYKIT_CACHE or ~/.cache/tinykit)."""
     return Cache(root).ls()
 
 

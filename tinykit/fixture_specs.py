@@ -3,7 +3,7 @@
 Each top-level table of a spec file is one fixture::
 
     [tiny-qwen3-moe]
-    kind = "model"            # model | tokenizer | dataset | synthetic_dataset (tinykit.cache.BUILDERS)
+    kind = "model"            # model, tokenizer, dataset, synthetic_dataset (cache.BUILDERS)
     source = "qwen3_moe"      # what the builder shrinks: a model_type, Hub id, folder or features
     spec = { layers = 2, hidden = 64, seed = 0 }
 
@@ -58,7 +58,7 @@ def load_specs(folder: str | os.PathLike[str] | None = None) -> dict[str, Fixtur
         try:
             tables = tomllib.loads(path.read_text())
         except tomllib.TOMLDecodeError as e:
-            raise UsageError(f"Fixture spec file {path} is not valid TOML: {e}. Fix the file.") from e
+            raise UsageError(f"Fixture spec file {path} is not valid TOML: {e}. Fix it.") from e
         for name, table in tables.items():
             specs[name] = _spec(name, table, path, specs)
     return specs
@@ -68,7 +68,8 @@ def _spec(name: str, table: Any, path: Path, seen: dict[str, FixtureSpec]) -> Fi
     where = f"Fixture {name!r} in {path}"
     if name in seen:
         raise UsageError(f"{where} is also defined in {seen[name].file}. Rename one of them.")
-    if not isinstance(table, dict) or set(table) - {"kind", "source", "spec"} or "source" not in table:
+    keys = set(table) if isinstance(table, dict) else set()
+    if not isinstance(table, dict) or keys - {"kind", "source", "spec"} or "source" not in keys:
         raise UsageError(
             f"{where} must be a table with keys kind, source and optionally spec; got "
             f"{sorted(table) if isinstance(table, dict) else type(table).__name__}. "
@@ -84,7 +85,8 @@ def select(specs: dict[str, FixtureSpec], names: list[str] | None) -> list[Fixtu
     if not names:
         return list(specs.values())
     if unknown := sorted(set(names) - specs.keys()):
-        raise UsageError(f"Unknown fixture(s) {unknown}. Known: {sorted(specs)}. See fixtures/*.toml.")
+        raise UsageError(
+            f"Unknown fixture(s) {unknown}. Known: {sorted(specs)}. See fixtures/*.toml.")
     return [specs[n] for n in names]
 
 
@@ -103,7 +105,7 @@ def build(
 
 
 def _hashes(specs: list[FixtureSpec], fresh: bool, cache: Cache | None) -> dict[str, dict]:
-    """``{name: {relpath: sha256}}``; ``fresh`` builds in a throwaway cache, ignoring the real one."""
+    """``{name: {relpath: sha256}}``; ``fresh`` builds in a throwaway cache, not the real one."""
     if fresh:
         with tempfile.TemporaryDirectory(prefix="tinykit-fixtures-") as tmp:
             return _hashes(specs, False, Cache(tmp))
@@ -119,8 +121,9 @@ def lock(
     specs = select(load_specs(folder), names)
     path = folder / LOCK_FILE
     data = read_lock(folder) if names and path.exists() else {"fixtures": {}}
+    by_name = {s.name: s for s in specs}
     for name, files in _hashes(specs, fresh, cache).items():
-        data["fixtures"][name] = {**next(s for s in specs if s.name == name).locked(), "files": files}
+        data["fixtures"][name] = {**by_name[name].locked(), "files": files}
     data["versions"] = package_versions()
     _write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
     return path
@@ -173,7 +176,8 @@ def fixture_drift(name: str, locked: dict, spec: FixtureSpec, files: dict[str, s
         old, new = expected.get(rel), files.get(rel)
         if old != new:
             problem = "missing" if new is None else "unexpected" if old is None else "changed"
-            drift.append({"fixture": name, "file": rel, "problem": problem, "locked": old, "built": new})
+            drift.append(
+                {"fixture": name, "file": rel, "problem": problem, "locked": old, "built": new})
     return drift
 
 

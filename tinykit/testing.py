@@ -25,7 +25,8 @@ from tinykit.errors import UsageError
 def requires_gpus(n: int = 1) -> pytest.MarkDecorator:
     """Skip the test unless ``n`` accelerator devices are visible."""
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        raise UsageError(f"requires_gpus({n!r}): n must be an int >= 1. Write e.g. @requires_gpus(2).")
+        raise UsageError(
+            f"requires_gpus({n!r}): n must be an int >= 1. Write e.g. @requires_gpus(2).")
     return pytest.mark.tinykit_gpu(n)
 
 
@@ -52,7 +53,7 @@ def gpu_count() -> int:
 
 
 def select_device() -> str:
-    """The device tests should use: ``TINYKIT_DEVICE``, else cuda, xpu, mps, cpu (first available)."""
+    """The device tests should use: TINYKIT_DEVICE, else cuda, xpu, mps, cpu (first available)."""
     if chosen := os.environ.get("TINYKIT_DEVICE"):
         return chosen
     import torch

@@ -1,10 +1,8 @@
-"""tiny_model / tiny_tokenizer / tiny_dataset: built once per key, cached on disk, loaded once per session."""
+"""tiny_model / tiny_dataset: built once per key, cached on disk, loaded once per session."""
 
 from __future__ import annotations
 
 import json
-
-import pytest
 
 from tinykit.cache import Cache
 
@@ -22,7 +20,7 @@ def test_inline_schema(tiny_dataset):
     assert ds["train"].num_rows == 3 and ds["train"].features["x"].dtype == "int32"
 
 def test_wrong_kind(tiny_model):
-    with pytest.raises(Exception, match="Fixture 'tiny-chat' .* is a synthetic_dataset, not a model"):
+    with pytest.raises(Exception, match="'tiny-chat' .* is a synthetic_dataset, not a model"):
         tiny_model("tiny-chat")
 """
 
@@ -41,11 +39,13 @@ def test_datasets_build_once_and_are_reused_across_sessions(pytester, tmp_path):
 def test_xdist_workers_build_a_key_once(pytester, tmp_path):
     pytester.makepyfile(DATASET_TESTS)
     cache_dir = tmp_path / "cache"
-    pytester.runpytest_subprocess(f"--tinykit-cache-dir={cache_dir}", "-n", "2").assert_outcomes(passed=5)
+    result = pytester.runpytest_subprocess(f"--tinykit-cache-dir={cache_dir}", "-n", "2")
+    result.assert_outcomes(passed=5)
     builds = Cache(cache_dir).builds()
     assert len(builds) == 2 and len({b["key"] for b in builds}) == 2
     assert {b["worker"] for b in builds} <= {"gw0", "gw1"}
-    meta = json.loads((cache_dir / "artifacts" / builds[0]["key"] / "tinykit-cache.json").read_text())
+    meta_file = cache_dir / "artifacts" / builds[0]["key"] / "tinykit-cache.json"
+    meta = json.loads(meta_file.read_text())
     assert meta["kind"] == "synthetic_dataset"
 
 
@@ -70,8 +70,10 @@ def test_same_spec_is_loaded_once_per_session(tiny_model, tinykit_loaded):
 def test_tiny_model_logits_match_their_snapshot_across_sessions(pytester, tmp_path):
     pytester.makepyfile(test_model=MODEL_TESTS)
     cache_dir = tmp_path / "cache"
-    first = pytester.runpytest_subprocess(f"--tinykit-cache-dir={cache_dir}", "--tinykit-update-snapshots")
+    first = pytester.runpytest_subprocess(
+        f"--tinykit-cache-dir={cache_dir}", "--tinykit-update-snapshots")
     first.assert_outcomes(passed=2)
     # a cold cache in a new session: the rebuilt model gives the same logits (seeded weights)
-    pytester.runpytest_subprocess(f"--tinykit-cache-dir={tmp_path / 'cold'}").assert_outcomes(passed=2)
+    cold = pytester.runpytest_subprocess(f"--tinykit-cache-dir={tmp_path / 'cold'}")
+    cold.assert_outcomes(passed=2)
     assert len(Cache(cache_dir).builds()) == len(Cache(tmp_path / "cold").builds()) == 1

@@ -1,4 +1,4 @@
-"""requires_gpus / requires_bf16 / slow markers and device selection, without torch at collection."""
+"""requires_gpus / requires_bf16 / slow markers and device selection; no torch at collection."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Per-test seeding, the seed in the report header, --tinykit-seed and xdist (inner sessions in subprocesses)."""
+"""Per-test seeding, the seed in the header, --tinykit-seed, xdist (inner runs in subprocesses)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ def test_b(): print("value", random.random())
 
 def values(result: pytest.RunResult) -> list[float]:
     """What the inner tests printed after 'value' (-s output shares lines with progress dots)."""
-    return [float(v) for v in re.findall(r"value ([0-9.e-]+?)(?=\.?$|\.?value )", result.stdout.str(), flags=re.M)]
+    found = re.findall(r"value ([0-9.e-]+?)(?=\.?$|\.?value )", result.stdout.str(), flags=re.M)
+    return [float(v) for v in found]
 
 
 def expected(session_seed: int, nodeid: str) -> float:
@@ -30,7 +31,7 @@ def test_seed_is_printed_and_reproduces_each_test(pytester: pytest.Pytester, mon
     first = pytester.runpytest_subprocess("--tinykit-seed=7", "-s")
     first.assert_outcomes(passed=2)
     first.stdout.fnmatch_lines(["tinykit: seed=7 (reuse: --tinykit-seed=7 or --tinykit-seed=last)"])
-    assert values(first) == [expected(7, f"{path.name}::test_a"), expected(7, f"{path.name}::test_b")]
+    assert values(first) == [expected(7, f"{path.name}::{t}") for t in ("test_a", "test_b")]
     assert values(pytester.runpytest_subprocess("--tinykit-seed=last", "-s")) == values(first)
     assert values(pytester.runpytest_subprocess("--tinykit-seed=8", "-s")) != values(first)
     # a test's seed does not depend on which other tests run; TINYKIT_SEED sets the seed too

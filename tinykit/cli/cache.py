@@ -37,5 +37,6 @@ def run_ls(args: argparse.Namespace) -> int:
 def run_clear(args: argparse.Namespace) -> int:
     removed = cache.clear(args.cache_dir, args.keys or None)
     root = cache.Cache(args.cache_dir).root
-    emit({"removed": removed, "root": str(root)}, args.json, f"removed {removed} artifact(s) from {root}")
+    text = f"removed {removed} artifact(s) from {root}"
+    emit({"removed": removed, "root": str(root)}, args.json, text)
     return 0

@@ -58,7 +58,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--tinykit-cache-dir", default=None, metavar="DIR",
-        help="where built tiny artifacts are cached. Default: TINYKIT_CACHE, else ~/.cache/tinykit.",
+        help="where built tiny artifacts are cached. Default: TINYKIT_CACHE, "
+        "else ~/.cache/tinykit.",
     )
     group.addoption(
         "--tinykit-update-snapshots", action="store_true", default=False,
@@ -92,7 +93,8 @@ def _session_seed(config: pytest.Config) -> tuple[int, bool]:
         try:
             option = parse_seed(env)
         except ArgumentTypeError as e:
-            raise pytest.UsageError(f"TINYKIT_SEED: {e}. Set an integer, 'last', or unset it.") from None
+            raise pytest.UsageError(
+                f"TINYKIT_SEED: {e}. Set an integer, 'last', or unset it.") from None
     if option == "last":
         cache = getattr(config, "cache", None)  # None under -p no:cacheprovider
         last = cache.get(CACHE_SEED_KEY, None) if cache else None
@@ -208,8 +210,9 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     # An xdist controller collects nothing itself: print the seed if any worker used it.
     if hasattr(config, "workerinput") or config.stash[SEED_EXPLICIT] or config.stash[ACTIVE]:
         return
-    reports = [r for stat in terminalreporter.stats.values() for r in stat if hasattr(r, "user_properties")]
-    if any(name == "tinykit_seed" for r in reports for name, _ in r.user_properties):
+    reports = [r for stat in terminalreporter.stats.values() for r in stat]
+    properties = [p for r in reports for p in getattr(r, "user_properties", ())]
+    if any(name == "tinykit_seed" for name, _ in properties):
         terminalreporter.write_line(seed_header(config))
 
 

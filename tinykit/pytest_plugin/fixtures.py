@@ -41,7 +41,7 @@ class TinyDataset(NamedTuple):
 
 @pytest.fixture(scope="session")
 def tinykit_cache(pytestconfig: pytest.Config) -> Cache:
-    """The artifact cache: ``--tinykit-cache-dir``, else ``TINYKIT_CACHE``, else ~/.cache/tinykit."""
+    """The artifact cache: ``--tinykit-cache-dir``, else TINYKIT_CACHE, else ~/.cache/tinykit."""
     return Cache(pytestconfig.getoption("tinykit_cache_dir"))
 
 
@@ -61,14 +61,14 @@ def tinykit_seed(request: pytest.FixtureRequest) -> int:
 
 @pytest.fixture(scope="session")
 def tinykit_device() -> str:
-    """The device to test on: ``TINYKIT_DEVICE``, else cuda, xpu, mps or cpu (see tinykit.testing)."""
+    """The device to test on: TINYKIT_DEVICE, else cuda, xpu, mps or cpu (tinykit.testing)."""
     from tinykit.testing import select_device
 
     return select_device()
 
 
 def resolve(kinds: tuple[str, ...], source: Any, spec: dict[str, Any]) -> FixtureSpec:
-    """What to build: the shipped fixture ``source`` names (when no spec is given), else an ad-hoc spec.
+    """What to build: the shipped fixture ``source`` names (if no spec is given), else ad hoc.
 
     Otherwise a features dict means a synthetic dataset, anything else ``kinds[0]``'s builder.
     """
@@ -125,7 +125,8 @@ def tiny_dataset(tinykit_cache: Cache, tinykit_loaded: dict) -> Callable[..., Ti
     (synthetic rows; spec ``rows``, ``seed``) or what ``tinykit.make_tiny_dataset`` takes.
     """
     # Arrow-backed datasets are immutable (map/filter return new ones): share, do not copy.
-    make = _factory(("dataset", "synthetic_dataset"), tinykit_cache, tinykit_loaded, load_dataset, private_copy=False)
+    kinds = ("dataset", "synthetic_dataset")
+    make = _factory(kinds, tinykit_cache, tinykit_loaded, load_dataset, private_copy=False)
     return lambda source, **spec: TinyDataset(*make(source, **spec))
 
 

@@ -206,7 +206,7 @@ def snapshot_folder(test_path: Path, test_name: str) -> Path:
 
 @pytest.fixture
 def tensor_snapshot(request: pytest.FixtureRequest) -> Iterator[TensorSnapshot]:
-    """``tensor_snapshot(name, tensor_or_dict, rtol=None, atol=None)``: compare with a golden file."""
+    """``tensor_snapshot(name, tensor_or_dict, rtol=None, atol=None)``: compare with a golden."""
     update = bool(request.config.getoption("tinykit_update_snapshots"))
     snap = TensorSnapshot(
         snapshot_folder(Path(request.node.path), request.node.name), request.node.nodeid, update
