@@ -67,10 +67,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-@pytest.hookimpl(tryfirst=True)  # before Hypothesis's plugin loads the profile by name
 def pytest_configure(config: pytest.Config) -> None:
-    if getattr(config.option, "hypothesis_profile", None) == "tinykit-ci":
-        import tinykit.strategies  # noqa: F401  (registers the profile)
     for line in MARKERS:
         config.addinivalue_line("markers", line)
     seed, explicit = _session_seed(config)
