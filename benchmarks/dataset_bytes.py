@@ -36,7 +36,9 @@ def build_source(root: Path, megabytes: int) -> Path:
     path = root / "datasets" / REPO / "data" / "train-00000-of-00001.parquet"
     path.parent.mkdir(parents=True)
     rng = np.random.default_rng(0)
-    alphabet = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", np.uint8)
+    alphabet = np.frombuffer(
+        b"abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", np.uint8
+    )
     schema = pa.schema([("id", pa.int64()), ("text", pa.string())])
     groups = megabytes * 2**20 // (ROWS_PER_GROUP * ROW_CHARS) + 1
     with pq.ParquetWriter(path, schema, compression="none") as writer:
@@ -45,7 +47,7 @@ def build_source(root: Path, megabytes: int) -> Path:
             lengths = rng.integers(ROW_CHARS // 2, ROW_CHARS * 3 // 2, ROWS_PER_GROUP)
             chars = alphabet[rng.integers(0, len(alphabet), int(lengths.sum()))].tobytes().decode()
             cuts = np.concatenate([[0], np.cumsum(lengths)])
-            texts = [chars[a:b] for a, b in zip(cuts[:-1], cuts[1:])]
+            texts = [chars[a:b] for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
             ids = np.arange(g * ROWS_PER_GROUP, (g + 1) * ROWS_PER_GROUP)
             writer.write_table(pa.table({"id": ids, "text": texts}, schema=schema))
     return path
@@ -81,10 +83,12 @@ def main() -> int:
         t = time.perf_counter()
         source = build_source(root / "hub", args.mb)
         size = source.stat().st_size
-        print(f"source: {size:,} bytes ({size / 2**20:.1f} MiB), "
-              f"{pq.ParquetFile(source).metadata.num_rows:,} rows, "
-              f"{pq.ParquetFile(source).metadata.num_row_groups} row groups "
-              f"(built in {time.perf_counter() - t:.1f} s)")
+        print(
+            f"source: {size:,} bytes ({size / 2**20:.1f} MiB), "
+            f"{pq.ParquetFile(source).metadata.num_rows:,} rows, "
+            f"{pq.ParquetFile(source).metadata.num_row_groups} row groups "
+            f"(built in {time.perf_counter() - t:.1f} s)"
+        )
         with serve(root / "hub") as hub, use_endpoint(hub.endpoint, cache_dir=root / "hf-cache"):
             t = time.perf_counter()
             out = make_tiny_dataset(REPO, rows=args.rows, out=root / "tiny")
@@ -99,12 +103,18 @@ def main() -> int:
             full_s, full_bytes = time.perf_counter() - t, bytes_sent(hub.log, size)
         tiny_rows = pq.ParquetFile(next(out.rglob("*.parquet"))).metadata.num_rows
 
-    print(f"tinykit make_tiny_dataset ({tiny_rows} rows): {tiny_bytes:>13,} bytes read "
-          f"= {100 * tiny_bytes / size:.2f}% of the source, {tiny_s:.1f} s")
-    print(f"baseline load_dataset + select ({args.rows} rows): {full_bytes:>13,} bytes read "
-          f"= {100 * full_bytes / size:.2f}% of the source, {full_s:.1f} s")
-    print(f"ratio tinykit / baseline: {tiny_bytes / full_bytes:.4f} "
-          f"({full_bytes / max(tiny_bytes, 1):.0f}x fewer bytes)")
+    print(
+        f"tinykit make_tiny_dataset ({tiny_rows} rows): {tiny_bytes:>13,} bytes read "
+        f"= {100 * tiny_bytes / size:.2f}% of the source, {tiny_s:.1f} s"
+    )
+    print(
+        f"baseline load_dataset + select ({args.rows} rows): {full_bytes:>13,} bytes read "
+        f"= {100 * full_bytes / size:.2f}% of the source, {full_s:.1f} s"
+    )
+    print(
+        f"ratio tinykit / baseline: {tiny_bytes / full_bytes:.4f} "
+        f"({full_bytes / max(tiny_bytes, 1):.0f}x fewer bytes)"
+    )
     ok = tiny_bytes <= 0.05 * size
     print(f"target <= 5% of the source: {'met' if ok else 'NOT met'}")
     return 0 if ok else 1

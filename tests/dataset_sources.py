@@ -16,7 +16,16 @@ from pathlib import Path
 import numpy as np
 
 # stdlib modules whose docstrings make the text corpora: many short, a few very long, some empty
-_DOC_MODULES = ("json", "os.path", "textwrap", "shutil", "string", "random", "statistics", "fractions")
+_DOC_MODULES = (
+    "json",
+    "os.path",
+    "textwrap",
+    "shutil",
+    "string",
+    "random",
+    "statistics",
+    "fractions",
+)
 
 
 def stdlib_docs(limit: int = 400) -> list[dict]:
@@ -68,7 +77,10 @@ def table_dataset(name: str):
             "label": ClassLabel(names=[str(n) for n in bunch.target_names]),
         }
     )
-    rows = [{"measurements": x.tolist(), "label": int(y)} for x, y in zip(bunch.data, bunch.target)]
+    rows = [
+        {"measurements": x.tolist(), "label": int(y)}
+        for x, y in zip(bunch.data, bunch.target, strict=True)
+    ]
     return Dataset.from_list(rows, features=features)
 
 
@@ -80,7 +92,7 @@ def multi_config_repo(root: Path) -> Path:
         for split in ("train", "test"):
             ds[split].to_parquet(str(repo / name / f"{split}-00000-of-00001.parquet"))
     (repo / "README.md").write_text(
-        "---\nconfigs:\n"
+        "---\nlicense: bsd-3-clause\nconfigs:\n"
         "- config_name: iris\n  data_files:\n  - split: train\n    path: iris/train-*.parquet\n"
         "  - split: test\n    path: iris/test-*.parquet\n"
         "- config_name: wine\n  data_files:\n  - split: train\n    path: wine/train-*.parquet\n"
@@ -94,7 +106,7 @@ def _digit_images():
     from sklearn.datasets import load_digits
 
     digits = load_digits()
-    for i, (pixels, label) in enumerate(zip(digits.images, digits.target)):
+    for i, (pixels, label) in enumerate(zip(digits.images, digits.target, strict=True)):
         gray = Image.fromarray((pixels * 255 / 16).astype(np.uint8), mode="L")
         # vary size, aspect ratio and mode, as real image sets do
         width, height = [(64, 64), (96, 40), (20, 50), (300, 120)][i % 4]
@@ -113,7 +125,9 @@ def imagefolder(root: Path, n: int = 40) -> Path:
         rel = f"train/{label}/digit_{i:03d}.png"
         (folder / rel).parent.mkdir(parents=True, exist_ok=True)
         img.save(folder / rel)
-        meta.append({"file_name": f"{label}/digit_{i:03d}.png", "caption": f"a handwritten {label}"})
+        meta.append(
+            {"file_name": f"{label}/digit_{i:03d}.png", "caption": f"a handwritten {label}"}
+        )
     write_jsonl(folder / "train" / "metadata.jsonl", meta)
     return folder
 
@@ -147,7 +161,12 @@ def audiofolder(root: Path) -> Path:
 
     folder = root / "tones"
     meta = []
-    specs = [(0.25, 8000, 1, "wav"), (3.0, 16000, 1, "wav"), (1.5, 8000, 2, "flac"), (2.0, 16000, 1, "flac")]
+    specs = [
+        (0.25, 8000, 1, "wav"),
+        (3.0, 16000, 1, "wav"),
+        (1.5, 8000, 2, "flac"),
+        (2.0, 16000, 1, "flac"),
+    ]
     for i in range(8):
         seconds, rate, channels, fmt = specs[i % 4]
         t = np.arange(int(seconds * rate)) / rate

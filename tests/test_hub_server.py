@@ -1,4 +1,4 @@
-"""The loopback Hub speaks the Hub protocol: real huggingface_hub calls over real HTTP on 127.0.0.1."""
+"""The loopback Hub speaks the Hub protocol: real huggingface_hub calls, real HTTP on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -10,15 +10,17 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from conftest import HUB_FILES
 from huggingface_hub import HfApi, hf_hub_download, snapshot_download
 from huggingface_hub import errors as hf
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from tests.conftest import HUB_FILES
 from tinykit.hub_server import HubServer, serve
 
-LLAMA = "meta-llama/Llama-2-7b-hf"
+_PROPERTY_SETTINGS = dict(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 
 
 def _raw(hub: HubServer, method: str, path: str, headers: dict | None = None):
@@ -39,7 +41,7 @@ def _raw(hub: HubServer, method: str, path: str, headers: dict | None = None):
 
 @pytest.fixture
 def weights_repo(tmp_path: Path) -> Path:
-    """A small model folder with a (fake-content) weight file next to real config/tokenizer files."""
+    """Real BERT config/tokenizer files next to a (fake-content) weight file."""
     folder = tmp_path / "bert"
     shutil.copytree(HUB_FILES / "google-bert/bert-base-uncased", folder)
     (folder / "model.safetensors").write_bytes(b"\x00" * 4096)
@@ -53,7 +55,8 @@ def test_plain_file_head_carries_commit_etag_and_size(tiny_hub, weights_repo):
     status, headers, body = _raw(tiny_hub, "HEAD", "/org/bert/resolve/main/config.json")
     data = (weights_repo / "config.json").read_bytes()
     assert status == 200 and body == b""
-    assert headers["ETag"] == '"%s"' % hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+    blob_id = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+    assert headers["ETag"] == f'"{blob_id}"'
     assert headers["X-Repo-Commit"] == HfApi().model_info("org/bert").sha
     assert int(headers["Content-Length"]) == len(data)
 
@@ -64,25 +67,36 @@ def test_lfs_file_redirects_to_a_second_origin_with_linked_headers(tiny_hub, wei
     assert status == 302
     assert headers["Location"].startswith(tiny_hub.cdn_endpoint + "/")
     assert tiny_hub.cdn_endpoint != tiny_hub.endpoint
-    assert headers["X-Linked-Etag"] == '"%s"' % hashlib.sha256(b"\x00" * 4096).hexdigest()
+    sha256 = hashlib.sha256(b"\x00" * 4096).hexdigest()
+    assert headers["X-Linked-Etag"] == f'"{sha256}"'
     assert headers["X-Linked-Size"] == "4096"
     path = hf_hub_download("org/bert", "model.safetensors")
     assert Path(path).read_bytes() == b"\x00" * 4096
     assert [r.kind for r in tiny_hub.log if r.filename == "model.safetensors"][-1] == "cdn"
 
 
-def test_snapshot_download_sends_the_measured_sequence_and_only_allowed_files(tiny_hub, weights_repo):
+def test_snapshot_download_sends_the_measured_sequence_and_only_allowed_files(
+    tiny_hub, weights_repo
+):
     tiny_hub.add_model("org/bert", weights_repo)
     folder = Path(snapshot_download("org/bert", allow_patterns=["*.json", "*.txt"]))
     assert sorted(p.name for p in folder.rglob("*") if p.is_file()) == [
-        "config.json", "extra.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt",
+        "config.json",
+        "extra.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "vocab.txt",
     ]
     first, second = [str(r) for r in tiny_hub.log][:2]
     assert first == "GET 200 /api/models/org/bert/revision/main"
     assert second.startswith(f"GET 200 /api/models/org/bert/tree/{folder.name}?recursive=true")
     assert tiny_hub.log.weight_files_requested() == []
     assert set(tiny_hub.log.files_downloaded()) == {
-        "config.json", "sub/extra.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt",
+        "config.json",
+        "sub/extra.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "vocab.txt",
     }
 
 
@@ -134,6 +148,18 @@ def test_commit_sha_changes_exactly_when_content_changes(tiny_hub, weights_repo)
     assert api.model_info("org/bert", revision=second).sha == second
 
 
+@settings(**_PROPERTY_SETTINGS)
+@given(first=st.binary(min_size=8, max_size=8), second=st.binary(min_size=8, max_size=8))
+def test_rewrites_in_quick_succession_still_change_the_sha(tiny_hub, tmp_path, first, second):
+    """Same size, same mtime tick: the sha must still follow the bytes."""
+    (tmp_path / "w.bin").write_bytes(first)
+    tiny_hub.add_model("org/rewrite", tmp_path)
+    before = tiny_hub.store.snapshot("model", "org/rewrite").sha
+    (tmp_path / "w.bin").write_bytes(second)
+    after = tiny_hub.store.snapshot("model", "org/rewrite").sha
+    assert (before == after) == (first == second)
+
+
 def test_a_second_revision_is_served_from_its_own_folder(tiny_hub, weights_repo, tmp_path):
     other = tmp_path / "dev"
     other.mkdir()
@@ -151,19 +177,24 @@ def test_tree_and_paths_info_list_files_and_directories(tiny_hub, weights_repo):
     assert "sub" in top and "sub/extra.json" not in top
     assert "sub/extra.json" in {e.path for e in api.list_repo_tree("org/bert", recursive=True)}
     infos = api.get_paths_info("org/bert", ["config.json", "sub", "nope.txt"])
-    assert [(type(i).__name__, i.path) for i in infos] == [("RepoFile", "config.json"), ("RepoFolder", "sub")]
+    assert [(type(i).__name__, i.path) for i in infos] == [
+        ("RepoFile", "config.json"),
+        ("RepoFolder", "sub"),
+    ]
     with pytest.raises(hf.RemoteEntryNotFoundError):
         list(api.list_repo_tree("org/bert", path_in_repo="nope"))
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(**_PROPERTY_SETTINGS)
 @given(data=st.binary(min_size=1, max_size=300), a=st.integers(0, 299), n=st.integers(0, 299))
 def test_range_requests_return_exactly_the_asked_bytes(tiny_hub, tmp_path, data, a, n):
     a = a % len(data)
     b = min(a + n, len(data) - 1)
     (tmp_path / "blob.txt").write_bytes(data)
     tiny_hub.add_model("org/ranges", tmp_path)
-    status, headers, body = _raw(tiny_hub, "GET", "/org/ranges/resolve/main/blob.txt", {"Range": f"bytes={a}-{b}"})
+    status, headers, body = _raw(
+        tiny_hub, "GET", "/org/ranges/resolve/main/blob.txt", {"Range": f"bytes={a}-{b}"}
+    )
     assert status == 206
     assert body == data[a : b + 1]
     assert headers["Content-Range"] == f"bytes {a}-{b}/{len(data)}"

@@ -13,9 +13,11 @@ __version__ = "0.1.0"
 
 # public name -> module that defines it
 _LAZY = {
+    "HubServer": "tinykit.hub_server",
     "make_synthetic_dataset": "tinykit.dataset.synthetic",
     "make_tiny": "tinykit.shrink.build",
     "make_tiny_dataset": "tinykit.dataset.build",
+    "make_tiny_tokenizer": "tinykit.shrink.tokenizer",
     "verify": "tinykit.shrink.verify",
     "ShrinkSpec": "tinykit.shrink.spec",
 }
@@ -25,8 +27,10 @@ __all__ = sorted([*_LAZY, "errors", "__version__"])
 if TYPE_CHECKING:
     from tinykit.dataset.build import make_tiny_dataset
     from tinykit.dataset.synthetic import make_synthetic_dataset
+    from tinykit.hub_server import HubServer
     from tinykit.shrink.build import make_tiny
     from tinykit.shrink.spec import ShrinkSpec
+    from tinykit.shrink.tokenizer import make_tiny_tokenizer
     from tinykit.shrink.verify import verify
 
 

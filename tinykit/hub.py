@@ -20,17 +20,22 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tinykit.errors import HubError, OfflineCacheMiss, UsageError
+from tinykit.hub_server.log import WEIGHT_SUFFIXES
 
 # What make-tiny needs from a model repo: configs, generation config, tokenizer, processor and
 # chat-template files. Anything else (weights above all) is never downloaded.
 SOURCE_PATTERNS = [
-    "*.json", "*.txt", "*.model", "tokenizer.model.*", "*.jinja", "*.tiktoken", "*.vocab",
+    "*.json",
+    "*.txt",
+    "*.model",
+    "tokenizer.model.*",
+    "*.jinja",
+    "*.tiktoken",
+    "*.vocab",
 ]
-WEIGHT_PATTERNS = [
-    "*.safetensors", "*.bin", "*.pt", "*.pth", "*.ckpt", "*.gguf", "*.h5", "*.msgpack",
-    "*.onnx", "*.ot", "*.tflite", "*.npz", "*.pkl",
-    "*.index.json",  # weight shard indexes: big, and useless without the shards
-]
+# Weight files (and their shard indexes: useless without the shards) are never downloaded, even
+# when a repo names them in a way the allow-list above would match.
+WEIGHT_PATTERNS = [f"*{suffix}" for suffix in sorted(WEIGHT_SUFFIXES)] + ["*.index.json"]
 
 
 @contextlib.contextmanager
@@ -61,9 +66,9 @@ def hub_errors(repo_id: str, revision: str | None = None) -> Iterator[None]:
         ) from e
     except hf.RevisionNotFoundError as e:
         raise HubError(
-            f"Revision {revision!r} does not exist in Hub repo {repo_id!r} on {constants.ENDPOINT}. "
-            f"Use an existing branch, tag or commit sha ({repo_id}@<rev>), or drop @{revision} "
-            "for the default branch.",
+            f"Revision {revision!r} does not exist in Hub repo {repo_id!r} on "
+            f"{constants.ENDPOINT}. Use an existing branch, tag or commit sha "
+            f"({repo_id}@<rev>), or drop @{revision} for the default branch.",
             **attrs,
         ) from e
     except hf.RemoteEntryNotFoundError as e:
@@ -75,9 +80,9 @@ def hub_errors(repo_id: str, revision: str | None = None) -> Iterator[None]:
     except (hf.LocalEntryNotFoundError, hf.OfflineModeIsEnabled) as e:
         if constants.is_offline_mode():
             raise OfflineCacheMiss(
-                f"Hub repo {where} is not in the local cache ({constants.HF_HUB_CACHE}) and HF_HUB_OFFLINE=1 "
-                f"forbids downloading it. Run once with network access (unset HF_HUB_OFFLINE) to "
-                "fill the cache, or pass a local folder instead of org/name.",
+                f"Hub repo {where} is not in the local cache ({constants.HF_HUB_CACHE}) and "
+                "HF_HUB_OFFLINE=1 forbids downloading it. Run once with network access (unset "
+                "HF_HUB_OFFLINE) to fill the cache, or pass a local folder instead of org/name.",
                 **attrs,
             ) from e
         raise HubError(
@@ -107,10 +112,13 @@ def hub_errors(repo_id: str, revision: str | None = None) -> Iterator[None]:
         ) from e
 
 
-def download_source(repo_id: str, revision: str | None = None) -> tuple[Path, str]:
+def download_source(
+    repo_id: str, revision: str | None = None, *, include_code: bool = False
+) -> tuple[Path, str]:
     """Download a model repo's config/generation/tokenizer/processor/chat-template files.
 
     Weights are never downloaded (allow-list by name, plus a deny-list of weight files).
+    `include_code=True` adds the repo's `*.py` files (remote code, for --trust-remote-code).
     Honours HF_HUB_OFFLINE=1 when the cache holds the files.
 
     Returns:
@@ -122,18 +130,29 @@ def download_source(repo_id: str, revision: str | None = None) -> tuple[Path, st
     """
     from huggingface_hub import snapshot_download
 
-    with hub_errors(repo_id, revision):
+    with hub_errors(repo_id, revision), _quiet_progress():
         folder = snapshot_download(
             repo_id,
             revision=revision,
-            allow_patterns=SOURCE_PATTERNS,
+            allow_patterns=SOURCE_PATTERNS + (["*.py"] if include_code else []),
             ignore_patterns=WEIGHT_PATTERNS,
         )
+    folder = Path(folder)
+    if not folder.is_dir():  # snapshot_download returns a folder it never made when nothing matched
+        raise HubError(
+            f"Hub repo {repo_id!r} holds none of the files tinykit reads (config, tokenizer, "
+            f"processor, chat template: {', '.join(SOURCE_PATTERNS)}). Check that it is a model "
+            "repo with a config.json, or pass a local folder instead.",
+            repo_id=repo_id,
+            revision=revision,
+        )
     # The cache layout is .../snapshots/<commit sha>, online and offline alike.
-    return Path(folder), Path(folder).name
+    return folder, folder.name
 
 
-def push_folder(folder: Path, repo_id: str, *, repo_type: str = "model", private: bool = False) -> str:
+def push_folder(
+    folder: Path, repo_id: str, *, repo_type: str = "model", private: bool = False
+) -> str:
     """Create `repo_id` if needed and upload every file of `folder`; returns the commit URL."""
     from huggingface_hub import HfApi
 
@@ -209,12 +228,14 @@ def use_endpoint(endpoint: str, *, cache_dir: Path | None = None) -> Iterator[No
     os.environ.pop("HF_HUB_OFFLINE", None)
     os.environ.pop("TRANSFORMERS_OFFLINE", None)
     try:
-        for module in [m for n, m in list(sys.modules.items()) if n.split(".")[0] in _CLIENT_PACKAGES]:
+        for module in [
+            m for n, m in list(sys.modules.items()) if n.split(".")[0] in _CLIENT_PACKAGES
+        ]:
             names = vars(module) if module is not None else {}
             for name in _URL_NAMES:
                 value = names.get(name)
                 if isinstance(value, str) and value.startswith(old):
-                    patch(module, name, endpoint + value[len(old):])
+                    patch(module, name, endpoint + value[len(old) :])
         patch(constants, "HF_URL_HOSTS", constants.HF_URL_HOSTS | {urlsplit(endpoint).hostname})
         patch(_http, "_HUB_ORIGINS", _http._HUB_ORIGINS | {_http._url_origin(endpoint)})
         patch(hf_api.api, "endpoint", endpoint)
@@ -238,6 +259,24 @@ def use_endpoint(endpoint: str, *, cache_dir: Path | None = None) -> Iterator[No
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+@contextlib.contextmanager
+def _quiet_progress() -> Iterator[None]:
+    """No "Fetching N files" bars for a handful of config files: CLI output stays one line."""
+    from huggingface_hub.utils import (
+        are_progress_bars_disabled,
+        disable_progress_bars,
+        enable_progress_bars,
+    )
+
+    was_disabled = are_progress_bars_disabled()
+    disable_progress_bars()
+    try:
+        yield
+    finally:
+        if not was_disabled:
+            enable_progress_bars()
 
 
 def _first_line(e: BaseException) -> str:

@@ -56,7 +56,9 @@ def dataset_rows(
     features: Any, *, min_rows: int = 1, max_rows: int = 20, allow_missing: bool = True
 ) -> st.SearchStrategy[list[dict]]:
     """Lists of rows (dicts) valid for `features`."""
-    return st.lists(dataset_row(features, allow_missing=allow_missing), min_size=min_rows, max_size=max_rows)
+    return st.lists(
+        dataset_row(features, allow_missing=allow_missing), min_size=min_rows, max_size=max_rows
+    )
 
 
 def dataset_row(features: Any, *, allow_missing: bool = True) -> st.SearchStrategy[dict]:
@@ -67,7 +69,7 @@ def dataset_row(features: Any, *, allow_missing: bool = True) -> st.SearchStrate
 
 
 def feature_values(feature: Any, *, allow_missing: bool = True) -> st.SearchStrategy[Any]:
-    """Values of one `datasets` feature type (Value, ClassLabel, List, dict, Image, Audio, ArrayND)."""
+    """Values of one `datasets` feature: Value, ClassLabel, List, dict, Image, Audio, ArrayND."""
     values = _values(feature, allow_missing)
     if not allow_missing:
         return values
@@ -97,7 +99,9 @@ def _values(feature: Any, allow_missing: bool) -> st.SearchStrategy[Any]:
         return png_images()
     if isinstance(feature, datasets.Audio):
         return wav_clips(feature.sampling_rate or 16_000)
-    if isinstance(feature, (datasets.Array2D, datasets.Array3D, datasets.Array4D, datasets.Array5D)):
+    if isinstance(
+        feature, (datasets.Array2D, datasets.Array3D, datasets.Array4D, datasets.Array5D)
+    ):
         return _nested_lists(feature.shape, scalar_values(feature.dtype))
     raise UsageError(
         f"No strategy for feature type {type(feature).__name__} ({feature!r}). "

@@ -27,7 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     serve.add_argument("dir", help="folder laid out as <org>/<name>/<files>")
-    serve.add_argument("--port", type=int, default=0, help="port to listen on (default: a free one)")
+    serve.add_argument(
+        "--port", type=int, default=0, help="port to listen on (default: a free one)"
+    )
     serve.add_argument("--quiet", action="store_true", help="do not print one line per request")
     serve.add_argument("--json", action="store_true", help="print the endpoint as JSON")
     serve.set_defaults(func=run_serve)
@@ -45,7 +47,11 @@ def run_serve(args: argparse.Namespace) -> int:
         env = {"HF_ENDPOINT": hub.endpoint, **CLIENT_ENV}
         exports = "export " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
         text = f"Serving {args.dir} at {hub.endpoint} (Ctrl-C stops). For clients, run:\n{exports}"
-        emit({"endpoint": hub.endpoint, "cdn_endpoint": hub.cdn_endpoint, "env": env}, args.json, text)
+        emit(
+            {"endpoint": hub.endpoint, "cdn_endpoint": hub.cdn_endpoint, "env": env},
+            args.json,
+            text,
+        )
         sys.stdout.flush()
         try:
             threading.Event().wait()

@@ -21,7 +21,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     what = p.add_mutually_exclusive_group(required=True)
-    what.add_argument("source", nargs="?", help="Hub dataset id, folder or data file to copy the schema of")
+    what.add_argument(
+        "source", nargs="?", help="Hub dataset id, folder or data file to copy the schema of"
+    )
     what.add_argument("--features", metavar="JSON", help="file holding Features.to_dict() as JSON")
     p.add_argument("--rows", type=int, default=20, help="rows per split (default: 20)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
@@ -37,7 +39,10 @@ def run(args: argparse.Namespace) -> int:
     from tinykit.dataset.write import summarize
 
     out = make_synthetic_dataset(
-        args.features or args.source, rows=args.rows, out=args.out, seed=args.seed,
+        args.features or args.source,
+        rows=args.rows,
+        out=args.out,
+        seed=args.seed,
         overwrite=args.force,
     )
     result = summarize(out)

@@ -42,6 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--recipe", action="append", default=[], metavar="PATH",
                    help="extra recipe TOML file (repeatable)")
     p.add_argument("--force", action="store_true", help="replace the output folder if it exists")
+    p.add_argument("--push-to-hub", metavar="ORG/NAME", help="publish the built folder to this Hub repo")
     p.add_argument("--trust-remote-code", action="store_true",
                    help="allow configs that need the repository's own code (auto_map)")
     p.add_argument("--json", action="store_true", help="print a machine-readable result")
@@ -54,9 +55,10 @@ def run(args: argparse.Namespace) -> int:
 
     spec = {f.name: getattr(args, f.name) for f in dataclasses.fields(ShrinkSpec)}
     result = build(args.source, args.out, revision=args.revision, force=args.force,
-                   trust_remote_code=args.trust_remote_code, recipes=tuple(args.recipe), **spec)
+                   trust_remote_code=args.trust_remote_code, recipes=tuple(args.recipe),
+                   push_to_hub=args.push_to_hub, **spec)
     layers = ", ".join(f"{k}: {v}" for k, v in result.layers.items())
     emit(result.to_dict(), args.json,
          f"{result.path}: {result.model_class}, {result.params:,} params, {result.bytes:,} bytes, "
-         f"{result.seconds:.2f} s (layers kept {layers})")
+         f"{result.seconds:.2f} s (layers kept {layers})" + (f"; pushed {result.pushed}" if result.pushed else ""))
     return 0

@@ -7,7 +7,7 @@ import argparse
 EXAMPLES = [
     "tinykit make-tiny-dataset org/name --rows 20 -o tiny-name",
     "tinykit make-tiny-dataset data/train.jsonl --rows 8",
-    "tinykit make-tiny-dataset ./images --config default --split train --rows 4 --force -o tiny-images",
+    "tinykit make-tiny-dataset ./images --split train --rows 4 --force -o tiny-images",
 ]
 
 
@@ -22,8 +22,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("source", nargs="+", help="Hub dataset id (org/name), folder, or data files")
     p.add_argument("--rows", type=int, default=20, help="rows per split (default: 20)")
-    p.add_argument("--config", action="append", dest="configs", metavar="C", help="keep only this config (repeatable)")
-    p.add_argument("--split", action="append", dest="splits", metavar="S", help="keep only this split (repeatable)")
+    p.add_argument(
+        "--config",
+        action="extend",
+        nargs="+",
+        dest="configs",
+        metavar="C",
+        help="keep only these configs (default: all)",
+    )
+    p.add_argument(
+        "--split",
+        action="extend",
+        nargs="+",
+        dest="splits",
+        metavar="S",
+        help="keep only these splits (default: all)",
+    )
     p.add_argument("--revision", help="Hub branch, tag or commit sha (default: main)")
     p.add_argument("-o", "--out", help="output folder (default: ./tiny-<name>)")
     p.add_argument("--force", action="store_true", help="replace an existing output folder")
@@ -38,8 +52,13 @@ def run(args: argparse.Namespace) -> int:
 
     source = args.source[0] if len(args.source) == 1 else args.source
     out = make_tiny_dataset(
-        source, rows=args.rows, out=args.out, configs=args.configs, splits=args.splits,
-        revision=args.revision, overwrite=args.force,
+        source,
+        rows=args.rows,
+        out=args.out,
+        configs=args.configs,
+        splits=args.splits,
+        revision=args.revision,
+        overwrite=args.force,
     )
     result = summarize(out)
     emit(result, args.json, result["text"])

@@ -55,7 +55,9 @@ def make_tiny_dataset(
         for config, b in builders.items()
     }
     pool = max(POOL_FACTOR * rows, MIN_POOL)
-    tables = {config: _tiny_config(builders[config], names, rows, pool) for config, names in plan.items()}
+    tables = {
+        config: _tiny_config(builders[config], names, rows, pool) for config, names in plan.items()
+    }
     card = Card(
         title=f"tiny-{_name_of(source)}",
         source=src.spec,
@@ -67,7 +69,7 @@ def make_tiny_dataset(
             "media, one record per class label, then rows spread over the size range. Images are "
             "at most 32 px on the long side, audio clips at most 1 s."
         ),
-        extra_yaml=_license_of(builders),
+        extra_yaml={"license": lic} if (lic := sources.license_of(src)) else {},
     )
     return write_dataset(out, tables, card, overwrite)
 
@@ -115,8 +117,3 @@ def _rebuild_command(src, rows, configs, splits, out: Path) -> str:
     if src.revision:
         argv += ["--revision", src.revision]
     return shlex.join([*argv, "-o", out.name])
-
-
-def _license_of(builders) -> dict:
-    licenses = {b.info.license for b in builders.values() if b.info.license}
-    return {"license": licenses.pop()} if len(licenses) == 1 else {}

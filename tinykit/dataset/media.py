@@ -73,7 +73,9 @@ def _read(path: str | None, where: str) -> bytes:
     from datasets.utils.file_utils import xopen
 
     if not path:
-        raise UsageError(f"Media in column {where} has neither bytes nor a path. Fix or drop that row.")
+        raise UsageError(
+            f"Media in column {where} has neither bytes nor a path. Fix or drop that row."
+        )
     try:
         with xopen(path, "rb", download_config=DownloadConfig()) as f:
             return f.read()

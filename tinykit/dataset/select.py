@@ -1,11 +1,11 @@
 """Pick rows deterministically and representatively, not just the head.
 
 From a pool of candidate rows, the picks come in this order until `n` are chosen:
-the shortest and the longest row; a row with an empty or missing field and one with every
-field filled; for each media column a row with media and one without; one row per
-`ClassLabel` value (so every label present in the pool survives); the typical (median-size)
-row; then rows spread evenly over the size distribution. The chosen rows keep their pool
-order. No randomness: the same pool always gives the same picks.
+the shortest and the longest row; a row with a missing (None) field, one with an empty
+("" or []) field, and one with every field filled; for each media column a row with media
+and one without; one row per `ClassLabel` value (so every label present in the pool
+survives); the typical (median-size) row; then rows spread evenly over the size range.
+The chosen rows keep their pool order. No randomness: the same pool gives the same picks.
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ def pick_rows(rows: list[dict], features: Any, n: int) -> list[int]:
 
     take(by_size[0])
     take(by_size[-1])
-    gaps = [_has_gap(row) for row in rows]
-    take(_first(i for i in by_size if gaps[i]))
+    gaps = [_gaps(row) for row in rows]
+    take(_first(i for i in by_size if "missing" in gaps[i]))
+    take(_first(i for i in by_size if "empty" in gaps[i]))
     take(_first(i for i in by_size if not gaps[i]))
     for name, feature in features.items():
         if _is_media_column(feature):
@@ -85,15 +86,17 @@ def _size(value: Any) -> int:
     return 1
 
 
-def _has_gap(value: Any) -> bool:
-    """A missing value, an empty string or an empty list anywhere in the record."""
-    if value is None or value == "" or value == []:
-        return True
+def _gaps(value: Any) -> set[str]:
+    """Which kinds of holes a record has: "missing" (None) and/or "empty" ("" or [])."""
+    if value is None:
+        return {"missing"}
+    if value == "" or value == []:
+        return {"empty"}
     if isinstance(value, dict):
         # an undecoded media dict with bytes or a path is a filled value
         if set(value) == {"bytes", "path"}:
-            return value["bytes"] is None and not value["path"]
-        return any(_has_gap(v) for v in value.values())
+            return set() if value["bytes"] is not None or value["path"] else {"missing"}
+        return set().union(*(_gaps(v) for v in value.values()))
     if isinstance(value, list):
-        return any(_has_gap(v) for v in value)
-    return False
+        return set().union(*(_gaps(v) for v in value))
+    return set()

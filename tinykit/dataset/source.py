@@ -1,24 +1,32 @@
 """Where rows come from: a Hub dataset id, a local folder, or local data files.
 
-Everything is read through `datasets` in streaming mode, so a Hub parquet file is read with
-ranged requests through `HfFileSystem` (only the footer and the row groups the rows live in),
-never downloaded whole. Media stay undecoded (`{"bytes", "path"}`) until `media.py` shrinks them.
+`datasets` resolves every source (Hub repo, README `configs:`, data-file patterns) and streams
+its rows; nothing is downloaded whole. Parquet is read row group by row group with pyarrow
+through the same `HfFileSystem` (ranged requests: the footer, then only the column chunks of
+the row groups the pool needs). Media stay undecoded (`{"bytes", "path"}`) until `media.py`
+shrinks them.
 """
 
 from __future__ import annotations
 
+import contextlib
+import itertools
+import logging
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tinykit.errors import UsageError
+from tinykit.errors import HubError, UsageError
 
 if TYPE_CHECKING:
     from datasets import DatasetBuilder, Features
 
 # The formats tinykit reads; datasets knows more, but these are the ones tested end to end.
 SUPPORTED_MODULES = ("arrow", "audiofolder", "csv", "imagefolder", "json", "parquet")
+# Remote reads go in blocks of this size on top of what pyarrow asks for (fsspec read-ahead).
+READ_BLOCK = 2**20
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 # A missing "dir/x.parquet" is a typo'd path, not a Hub id.
 _DATA_SUFFIXES = (".parquet", ".json", ".jsonl", ".csv", ".tsv", ".arrow")
@@ -54,7 +62,15 @@ def resolve(source: str | Path | list[str | Path], revision: str | None = None) 
     if path.is_file():
         return _local_files([path], spec=spec)
     if _HUB_ID.fullmatch(spec) and path.suffix.lower() not in _DATA_SUFFIXES:
-        return Source(spec=spec, kind="hub", revision=_hub_sha(spec, revision))
+        try:
+            return Source(spec=spec, kind="hub", revision=_hub_sha(spec, revision))
+        except HubError as e:
+            if not path.parent.is_dir():
+                raise
+            raise UsageError(
+                f"Dataset source {spec!r} is not a local path ({str(path.parent)!r} has no "
+                f"{path.name!r}), and not a Hub dataset either: {e}"
+            ) from e
     raise UsageError(
         f"Dataset source {spec!r} is neither an existing file or folder nor a Hub id. "
         "Expected a path to data files or a folder, or an 'org/name' Hub dataset id. "
@@ -89,13 +105,48 @@ def _hub_sha(repo_id: str, revision: str | None) -> str:
         return HfApi().dataset_info(repo_id, revision=revision).sha
 
 
+def license_of(src: Source) -> str | None:
+    """The `license:` of the source's dataset card, copied into the tiny one."""
+    import yaml
+
+    if src.kind == "files":
+        return None
+    if src.kind == "folder":
+        card = Path(src.spec) / "README.md"
+        text = card.read_text(encoding="utf-8") if card.is_file() else ""
+    else:
+        from huggingface_hub import hf_hub_download
+        from huggingface_hub.errors import EntryNotFoundError
+
+        from tinykit.hub import hub_errors
+
+        try:
+            with hub_errors(src.spec, src.revision):
+                path = hf_hub_download(
+                    src.spec, "README.md", repo_type="dataset", revision=src.revision
+                )
+        except HubError as e:
+            if isinstance(e.__cause__, EntryNotFoundError):
+                return None
+            raise
+        text = Path(path).read_text(encoding="utf-8")
+    if not text.startswith("---"):
+        return None
+    try:
+        meta = yaml.safe_load(text.split("---", 2)[1]) or {}
+    except yaml.YAMLError:
+        return None
+    value = meta.get("license") if isinstance(meta, dict) else None
+    return value if isinstance(value, (str, list)) else None
+
+
 def config_names(src: Source) -> list[str]:
     """Every config the source declares (a source without a `configs:` card has "default")."""
     if src.kind == "files":
         return ["default"]
     from datasets import get_dataset_config_names
 
-    with _translated(src):
+    with _reading(repr(src.spec)):
         return list(get_dataset_config_names(src.path, revision=src.revision))
 
 
@@ -107,20 +158,19 @@ def open_config(src: Source, config: str) -> DatasetBuilder:
         kwargs["data_files"] = {"train": list(src.files)}
     else:
         kwargs["name"] = config
-    with _translated(src):
+    with _reading(f"{src.spec!r} config {config!r}"):
         builder = load_dataset_builder(src.path, **kwargs)
     module = builder.name.lower()
     if src.kind != "files" and module not in SUPPORTED_MODULES:
         raise UsageError(
-            f"Config {config!r} of {src.spec!r} is stored as {module!r}, which tinykit does not read. "
+            f"Config {config!r} of {src.spec!r} is stored as {module!r}, "
+            "which tinykit does not read. "
             f"Supported: {', '.join(SUPPORTED_MODULES)}. Convert the data files to parquet first."
         )
-    if module == "parquet" and builder.config.fragment_scan_options is None:
-        import pyarrow.dataset as pds
-
-        # pyarrow pre-buffers by coalescing reads up to 32 MiB, far past the one row group a
-        # small pool needs; without it each column chunk of that row group is one Range read.
-        builder.config.fragment_scan_options = pds.ParquetFragmentScanOptions(pre_buffer=False)
+    if getattr(builder.config, "decode_num_threads", None):
+        # Remote image/audio folders are otherwise decoded in 32 threads with the declared
+        # features, ahead of (and despite) the undecoded reading stream_rows asks for.
+        builder.config.decode_num_threads = 0
     return builder
 
 
@@ -133,12 +183,47 @@ def stream_rows(builder: DatasetBuilder, split: str, limit: int) -> tuple[Featur
 
     Features are None for formats that carry no schema (json, csv): see `infer_features`.
     """
-    with _translated(None):
+    with _reading(f"config {builder.config.name!r} split {split!r}"):
+        if builder.name.lower() == "parquet" and not (
+            builder.config.filters or builder.config.columns
+        ):
+            return _parquet_head(builder, split, limit)
         stream = builder.as_streaming_dataset(split=split)
         features = stream.features
-        if features is not None:
-            stream = stream.cast(_audio_read_as_image(features))
-        return features, list(stream.decode(False).take(limit))
+        if features is not None:  # schema-less formats (json, csv) have no media to keep undecoded
+            stream = stream.cast(_audio_read_as_image(features)).decode(False)
+        rows = iter(stream)
+        try:
+            return features, list(itertools.islice(rows, limit))
+        finally:
+            rows.close()
+
+
+def _parquet_head(builder: DatasetBuilder, split: str, limit: int) -> tuple[Features, list]:
+    """Read whole row groups, one at a time, until `limit` rows are in hand.
+
+    `datasets`' streaming reader scans through pyarrow's asynchronous dataset API, whose
+    background I/O threads can read several row groups past the rows asked for (measured:
+    +6 MB on a 24 MB file, depending on thread timing). A synchronous `ParquetFile` without
+    pre-buffering reads the footer and then only the column chunks of the row groups used,
+    as Range requests through the same `HfFileSystem` that `datasets` opens.
+    """
+    import pyarrow.parquet as pq
+    from datasets import DownloadConfig, Features
+    from datasets.table import table_cast
+    from datasets.utils.file_utils import xopen
+
+    features, rows = builder.info.features, []
+    for url in builder.config.data_files[split]:
+        with xopen(url, "rb", download_config=DownloadConfig(), block_size=READ_BLOCK) as f:
+            parquet = pq.ParquetFile(f, pre_buffer=False)
+            features = features or Features.from_arrow_schema(parquet.schema_arrow)
+            for group in range(parquet.num_row_groups):
+                table = table_cast(parquet.read_row_group(group), features.arrow_schema)
+                rows.extend(table.slice(0, limit - len(rows)).to_pylist())
+                if len(rows) >= limit:
+                    return features, rows
+    return features, rows
 
 
 def _audio_read_as_image(feature: Any) -> Any:
@@ -163,39 +248,47 @@ def _audio_read_as_image(feature: Any) -> Any:
 
 
 def infer_features(rows: list[dict], where: str) -> Features:
-    """Infer one schema over all pooled rows of a config (not just the first few, as streaming does)."""
+    """One schema inferred over all pooled rows of a config (streaming looks at the first 5)."""
     from datasets import Dataset
 
     if not rows:
-        raise UsageError(f"{where} has no rows. Pick another config or split with --config/--split.")
+        raise UsageError(
+            f"{where} has no rows. Pick another config or split with --config/--split."
+        )
     return Dataset.from_list(rows).features
 
 
-class _translated:
-    """Turn `datasets`' 'no such dataset / no data files' errors into one-line tinykit errors."""
+@contextlib.contextmanager
+def _reading(what: str) -> Iterator[None]:
+    """`datasets`' "no data files" and "cannot parse" failures become one-line UsageErrors.
 
-    def __init__(self, src: Source | None) -> None:
-        self.src = src
+    `datasets` also logs a parse failure itself before raising; its logger is quiet in here,
+    because the error raised says the same thing in one line.
+    """
+    import pyarrow as pa
+    from datasets.exceptions import DatasetGenerationError
 
-    def __enter__(self) -> None:
-        return None
+    log = logging.getLogger("datasets")
+    level = log.level
+    log.setLevel(logging.CRITICAL)
+    try:
+        yield
+    except UsageError:
+        raise
+    except FileNotFoundError as e:
+        raise UsageError(
+            f"No data files found in {what}: {_first_line(e)}. "
+            "Point tinykit at parquet/jsonl/csv/arrow files or an image/audio folder."
+        ) from e
+    except (pa.ArrowException, DatasetGenerationError, ValueError) as e:
+        cause = e.__cause__ if isinstance(e, DatasetGenerationError) and e.__cause__ else e
+        raise UsageError(
+            f"Could not read the data files of {what}: {_first_line(cause)}. "
+            "Check that the files are valid and all in one format."
+        ) from e
+    finally:
+        log.setLevel(level)
 
-    def __exit__(self, kind, err, tb) -> bool:
-        if err is None or not isinstance(err, (FileNotFoundError, ValueError, TypeError)):
-            return False
-        if isinstance(err, UsageError):
-            return False
-        import pyarrow as pa
 
-        what = self.src.spec if self.src else "the dataset"
-        if isinstance(err, FileNotFoundError):
-            raise UsageError(
-                f"No data files found in {what!r}: {err}. "
-                "Point tinykit at parquet/jsonl/csv/arrow files or an image/audio folder."
-            ) from err
-        if isinstance(err, pa.ArrowInvalid) or "pars" in str(err).lower():
-            raise UsageError(
-                f"Could not read the data files of {what!r}: {err}. "
-                "Check that the files are valid and all in one format."
-            ) from err
-        return False
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0].rstrip(".")

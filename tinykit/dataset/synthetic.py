@@ -58,7 +58,8 @@ def make_synthetic_dataset(
         command=_rebuild_command(features_or_source, rows, seed, out),
         selection=(
             f"Every split holds {rows} synthetic rows drawn from the features by "
-            f"`tinykit.strategies.dataset_row` with seed {seed} (hypothesis {hypothesis.__version__}). "
+            f"`tinykit.strategies.dataset_row` with seed {seed} "
+            f"(hypothesis {hypothesis.__version__}). "
             "None of the rows comes from real data."
         ),
     )
@@ -113,7 +114,11 @@ def _schemas(spec: Any) -> tuple[dict[str, dict[str, Any]], str, str | None]:
         return {"default": {"train": _features_from_dict(spec)}}, "a Features schema", None
     path = Path(str(spec))
     if path.is_file() and path.suffix == ".json" and _is_features_file(path):
-        return {"default": {"train": _features_from_dict(json.loads(path.read_text()))}}, path.name, None
+        return (
+            {"default": {"train": _features_from_dict(json.loads(path.read_text()))}},
+            path.name,
+            None,
+        )
     src = sources.resolve(spec)
     schemas: dict[str, dict[str, Any]] = {}
     for config in sources.config_names(src):
@@ -133,7 +138,8 @@ def _is_features_file(path: Path) -> bool:
         data = json.loads(path.read_text())
     except ValueError:
         return False
-    return isinstance(data, dict) and all(isinstance(v, dict) and "_type" in v for v in data.values())
+    # json *data* is a list of rows, or a dict of columns (lists); a schema maps names to dicts
+    return isinstance(data, dict) and bool(data) and all(isinstance(v, dict) for v in data.values())
 
 
 def _features_from_dict(data: dict) -> Any:

@@ -132,7 +132,9 @@ def render_card(configs: dict[str, list[Split]], card: Card) -> str:
     }
     front = yaml.safe_dump(meta, sort_keys=False, allow_unicode=True, width=100)
     table = "\n".join(
-        f"| {config} | {s.name} | {len(s.rows)} |" for config, splits in configs.items() for s in splits
+        f"| {config} | {s.name} | {len(s.rows)} |"
+        for config, splits in configs.items()
+        for s in splits
     )
     revision = f" at revision `{card.revision}`" if card.revision else ""
     return (

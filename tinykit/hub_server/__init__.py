@@ -1,7 +1,8 @@
 """A loopback Hugging Face Hub: real HTTP on 127.0.0.1, serving plain folders to unchanged clients.
 
-    with tinykit.hub_server.serve("path/to/tree") as hub:     # <org>/<name>/..., datasets/<org>/<name>/...
-        os.environ["HF_ENDPOINT"] = hub.endpoint              # for subprocesses; in-process see tinykit.hub
+    # the tree holds <org>/<name>/<files> and datasets/<org>/<name>/<files>
+    with tinykit.hub_server.serve("path/to/tree") as hub:
+        os.environ["HF_ENDPOINT"] = hub.endpoint  # for subprocesses; in-process: use_endpoint
         ...
         assert not hub.log.weight_files_requested()
 
@@ -13,6 +14,7 @@ the authorization header is dropped as it is in production). Standard library on
 from __future__ import annotations
 
 import contextlib
+import shutil
 import threading
 from collections.abc import Callable, Iterator
 from http.server import ThreadingHTTPServer
@@ -46,7 +48,8 @@ class HubServer:
         if not root.is_dir():
             raise UsageError(
                 f"Cannot serve {str(root)!r}: it is not a directory. "
-                "Pass a folder laid out as <org>/<name>/<files> (datasets under datasets/<org>/<name>/)."
+                "Pass a folder laid out as <org>/<name>/<files> "
+                "(datasets under datasets/<org>/<name>/)."
             )
         self.store = RepoStore(root)
         self.log = RequestLog(on_request)
@@ -56,7 +59,8 @@ class HubServer:
             self._hub = _Server((LOOPBACK, port), handler)
         except OSError as e:
             raise UsageError(
-                f"Cannot listen on {LOOPBACK}:{port}: {e.strerror}. Pick another --port, or 0 for a free one."
+                f"Cannot listen on {LOOPBACK}:{port}: {e.strerror}. "
+                "Pick another --port, or 0 for a free one."
             ) from e
         self._cdn = _Server((LOOPBACK, 0), handler)
         self.endpoint = f"http://{LOOPBACK}:{self._hub.server_address[1]}"
@@ -91,8 +95,13 @@ class HubServer:
         self.store.hide(repo_type, repo_id, path)
 
     def fail(
-        self, path_glob: str = "*", *, status: int = 500, error_code: str | None = None,
-        times: int | None = None, method: str | None = None,
+        self,
+        path_glob: str = "*",
+        *,
+        status: int = 500,
+        error_code: str | None = None,
+        times: int | None = None,
+        method: str | None = None,
     ) -> Fault:
         """Answer matching requests (URL path glob) with `status`; `times=None`: always."""
         return self.faults.add(Fault(path_glob, method, status, error_code, times=times))
@@ -113,6 +122,7 @@ class HubServer:
             s.server_close()
         for t in self._threads:
             t.join(timeout=5)
+        shutil.rmtree(self.store.lfs_objects, ignore_errors=True)
 
     def __enter__(self) -> HubServer:
         return self

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from tinykit.hub_server.log import RequestRecord
-from tinykit.hub_server.store import URL_PREFIX, HubNotFound, Snapshot
+from tinykit.hub_server.store import URL_PREFIX, HubNotFound, Snapshot, is_lfs
 
 if TYPE_CHECKING:
     from tinykit.hub_server import HubServer
@@ -32,6 +32,7 @@ class _Route:
     filename: str | None = None
     action: str | None = None
     tree_path = ""
+    oid = ""  # LFS object id, for /_lfs/ upload and verify
 
 
 class HubHandler(BaseHTTPRequestHandler):
@@ -78,13 +79,22 @@ class HubHandler(BaseHTTPRequestHandler):
             return b"".join(chunks)
         return self.rfile.read(int(self.headers.get("Content-Length") or 0))
 
-    def _send(self, status: int, body: bytes = b"", headers: dict | None = None, length: int | None = None) -> None:
+    def _send(
+        self, status: int, body: bytes = b"", headers: dict | None = None, length: int | None = None
+    ) -> None:
         # Logged before the first byte goes out: once a client has its answer, the log has it.
         r = self._r
         self.hub.log.append(
             RequestRecord(
-                self.command, self.path, status, r.kind, r.repo_type, r.repo_id, r.revision,
-                r.filename, self.headers.get("Range"),
+                self.command,
+                self.path,
+                status,
+                r.kind,
+                r.repo_type,
+                r.repo_id,
+                r.revision,
+                r.filename,
+                self.headers.get("Range"),
             )
         )
         self.send_response(status)
@@ -99,7 +109,9 @@ class HubHandler(BaseHTTPRequestHandler):
         body = json.dumps(data).encode()
         self._send(status, body, {"Content-Type": "application/json", **(headers or {})})
 
-    def _error(self, status: int, code: str | None, message: str, headers: dict | None = None) -> None:
+    def _error(
+        self, status: int, code: str | None, message: str, headers: dict | None = None
+    ) -> None:
         extra = {"X-Error-Message": message, **(headers or {})}
         if code:
             extra["X-Error-Code"] = code
@@ -124,14 +136,18 @@ class HubHandler(BaseHTTPRequestHandler):
             r.revision, r.filename = seg[4], "/".join(seg[5:])
             return r
         if seg[:1] == ["_lfs"] and len(seg) == 3:  # /_lfs/{upload|verify}/{oid}
-            r.kind, r.action, r.filename = "lfs", seg[1], seg[2]
+            r.kind, r.action, r.oid = "lfs", seg[1], seg[2]
             return r
         repo_type = _PREFIX.get(seg[0], "model") if seg else "model"
         rest = seg[1:] if repo_type != "model" else seg
         if len(rest) >= 5 and rest[2] == "resolve":
             r.kind, r.repo_type, r.repo_id = "resolve", repo_type, f"{rest[0]}/{rest[1]}"
             r.revision, r.filename = rest[3], "/".join(rest[4:])
-        elif len(rest) >= 3 and rest[1].endswith(".git") and rest[2:] == ["info", "lfs", "objects", "batch"]:
+        elif (
+            len(rest) >= 3
+            and rest[1].endswith(".git")
+            and rest[2:] == ["info", "lfs", "objects", "batch"]
+        ):
             r.kind, r.action, r.repo_type = "lfs", "batch", repo_type
             r.repo_id = f"{rest[0]}/{rest[1][: -len('.git')]}"
         return r
@@ -158,26 +174,33 @@ class HubHandler(BaseHTTPRequestHandler):
         ):
             kind = snap.repo_type.capitalize()
             message = (
-                f"Access to {snap.repo_type} {snap.repo_id} is restricted. You must have access to it"
-                " and be authenticated to access it. Please log in."
+                f"Access to {snap.repo_type} {snap.repo_id} is restricted. You must have access"
+                " to it and be authenticated to access it. Please log in."
             )
-            return self._error(401, "GatedRepo", message, {"X-Repo-Commit": snap.sha, "X-Kind": kind})
+            return self._error(
+                401, "GatedRepo", message, {"X-Repo-Commit": snap.sha, "X-Kind": kind}
+            )
         entry = self._entry(snap, filename)
         if entry.sha256:  # LFS file: metadata on the redirect itself, bytes from the other origin
             path = f"/_cdn/{snap.repo_type}s/{snap.repo_id}/{snap.sha}/{quote(filename)}"
-            return self._send(302, headers={
-                "Location": self.hub.cdn_endpoint + path,
-                "X-Repo-Commit": snap.sha,
-                "ETag": f'"{entry.sha256}"',
-                "X-Linked-Etag": f'"{entry.sha256}"',
-                "X-Linked-Size": str(entry.size),
-            })
+            return self._send(
+                302,
+                headers={
+                    "Location": self.hub.cdn_endpoint + path,
+                    "X-Repo-Commit": snap.sha,
+                    "ETag": f'"{entry.sha256}"',
+                    "X-Linked-Etag": f'"{entry.sha256}"',
+                    "X-Linked-Size": str(entry.size),
+                },
+            )
         self._send_file(snap, filename)
 
     def _entry(self, snap: Snapshot, filename: str):
         entry = snap.files.get(filename)
         if entry is None:
-            raise HubNotFound("EntryNotFound", f"{filename} does not exist on {snap.revision!r}", snap.sha)
+            raise HubNotFound(
+                "EntryNotFound", f"{filename} does not exist on {snap.revision!r}", snap.sha
+            )
         return entry
 
     def _send_file(self, snap: Snapshot, filename: str) -> None:
@@ -217,7 +240,9 @@ class HubHandler(BaseHTTPRequestHandler):
         if action == "commit":
             return self._commit(r)
         if action == "xet-write-token" or action == "xet-read-token":
-            return self._error(501, None, "tinykit's loopback Hub does not speak Xet: set HF_HUB_DISABLE_XET=1")
+            return self._error(
+                501, None, "tinykit's loopback Hub does not speak Xet: set HF_HUB_DISABLE_XET=1"
+            )
         if action == "refs":
             snap = store.snapshot(r.repo_type, r.repo_id, "main")
             branch = {"name": "main", "ref": "refs/heads/main", "targetCommit": snap.sha}
@@ -226,59 +251,44 @@ class HubHandler(BaseHTTPRequestHandler):
         if action in ("info", "revision"):
             return self._json(self._info(snap))
         if action == "tree":
-            return self._json(self._tree(snap, r.tree_path, _flag(self._query, "recursive")))
+            return self._json(snap.tree(r.tree_path, recursive=_flag(self._query, "recursive")))
         if action == "paths-info":
             paths = parse_qs(self._body.decode()).get("paths", [])
             if self.headers.get("Content-Type", "").startswith("application/json"):
                 paths = json.loads(self._body or b"{}").get("paths", [])
-            return self._json([e for p in paths for e in self._tree(snap, p, None, exact=True)])
+            return self._json([e for p in paths if (e := snap.path_info(p))])
         self._error(404, None, f"no such repo endpoint: {action}")
 
     def _info(self, snap: Snapshot) -> dict:
         return {
-            "_id": snap.sha[:24], "id": snap.repo_id, "sha": snap.sha, "private": False,
-            "disabled": False, "gated": "manual" if snap.gated else False, "tags": [],
-            "downloads": 0, "likes": 0, "cardData": {},
-            "lastModified": "2024-01-01T00:00:00.000Z", "createdAt": "2024-01-01T00:00:00.000Z",
+            "_id": snap.sha[:24],
+            "id": snap.repo_id,
+            "sha": snap.sha,
+            "private": False,
+            "disabled": False,
+            "gated": "manual" if snap.gated else False,
+            "tags": [],
+            "downloads": 0,
+            "likes": 0,
+            "cardData": {},
+            "lastModified": "2024-01-01T00:00:00.000Z",
+            "createdAt": "2024-01-01T00:00:00.000Z",
             "siblings": [e.sibling_json() for e in snap.files.values()],
         }
 
-    def _tree(self, snap: Snapshot, path: str, recursive: bool | None, exact: bool = False) -> list[dict]:
-        """Tree entries under `path` (exact=True: the entry at `path` itself, for paths-info)."""
-        path = path.strip("/")
-        if exact:
-            if path in snap.files:
-                return [snap.files[path].tree_json()]
-            is_dir = any(f.startswith(path + "/") for f in snap.files) or not path
-            return [{"type": "directory", "path": path, "oid": snap.sha, "size": 0}] if is_dir else []
-        prefix = f"{path}/" if path else ""
-        below = [f for f in snap.files if f.startswith(prefix)]
-        if path and not below:
-            raise HubNotFound("EntryNotFound", f"{path} does not exist on {snap.revision!r}", snap.sha)
-        entries: dict[str, dict] = {}
-        for name in below:
-            parts = name[len(prefix):].split("/")
-            for depth in range(1, len(parts)):  # the directories on the way
-                directory = prefix + "/".join(parts[:depth])
-                if recursive or depth == 1:
-                    entries[directory] = {"type": "directory", "path": directory, "oid": snap.sha, "size": 0}
-            if recursive or len(parts) == 1:
-                entries[name] = snap.files[name].tree_json()
-        return [entries[k] for k in sorted(entries)]
-
     def _preupload(self, snap: Snapshot) -> None:
-        from tinykit.hub_server.store import is_lfs
-
         files = json.loads(self._body)["files"]
         answer = []
         for f in files:
             existing = snap.files.get(f["path"])
-            answer.append({
-                "path": f["path"],
-                "uploadMode": "lfs" if is_lfs(f["path"], int(f.get("size", 0))) else "regular",
-                "shouldIgnore": False,
-                "oid": existing.blob_id if existing else None,
-            })
+            answer.append(
+                {
+                    "path": f["path"],
+                    "uploadMode": "lfs" if is_lfs(f["path"], int(f.get("size", 0))) else "regular",
+                    "shouldIgnore": False,
+                    "oid": existing.blob_id if existing else None,
+                }
+            )
         self._json({"files": answer, "commitOid": snap.sha})
 
     def _commit(self, r: _Route) -> None:
@@ -286,7 +296,9 @@ class HubHandler(BaseHTTPRequestHandler):
         operations = [line for line in lines if line.get("key") != "header"]
         snap = self.hub.store.commit(r.repo_type, r.repo_id, r.revision or "main", operations)
         url = f"{self.hub.endpoint}/{URL_PREFIX[snap.repo_type]}{snap.repo_id}/commit/{snap.sha}"
-        self._json({"commitOid": snap.sha, "commitUrl": url, "pullRequestUrl": None, "success": True})
+        self._json(
+            {"commitOid": snap.sha, "commitUrl": url, "pullRequestUrl": None, "success": True}
+        )
 
     # -- LFS uploads (datasets pushes need them: environment.md §2.8) ------------------------
 
@@ -306,11 +318,11 @@ class HubHandler(BaseHTTPRequestHandler):
                 objects.append(item)
             return self._json({"transfer": "basic", "objects": objects})
         if r.action == "upload" and self.command == "PUT":
-            store.store_lfs_object(r.filename, self._body)
+            store.store_lfs_object(r.oid, self._body)
             return self._send(200)
         if r.action == "verify":
-            if not store.lfs_object(r.filename).exists():
-                return self._error(404, None, f"LFS object {r.filename} was not uploaded")
+            if not store.lfs_object(r.oid).exists():
+                return self._error(404, None, f"LFS object {r.oid} was not uploaded")
             return self._json({"success": True})
         self._error(404, None, f"no such LFS endpoint: {self.command} {self.path}")
 
@@ -322,10 +334,18 @@ class HubHandler(BaseHTTPRequestHandler):
         if action == "validate-yaml":
             return self._json({"errors": [], "warnings": []})
         if action == "whoami-v2":
-            return self._json({
-                "type": "user", "name": "tinykit", "fullname": "tinykit loopback Hub", "orgs": [],
-                "auth": {"type": "access_token", "accessToken": {"displayName": "tinykit", "role": "write"}},
-            })
+            return self._json(
+                {
+                    "type": "user",
+                    "name": "tinykit",
+                    "fullname": "tinykit loopback Hub",
+                    "orgs": [],
+                    "auth": {
+                        "type": "access_token",
+                        "accessToken": {"displayName": "tinykit", "role": "write"},
+                    },
+                }
+            )
         self._error(404, None, f"no such endpoint: /api/{action}")
 
     def _create_repo(self) -> None:

@@ -11,7 +11,22 @@ from pathlib import PurePosixPath
 
 # File names that are model weights (or other big binary checkpoints), whatever the repo.
 WEIGHT_SUFFIXES = frozenset(
-    ".safetensors .bin .pt .pth .ckpt .gguf .h5 .msgpack .onnx .ot .tflite .pb .npz .pkl".split()
+    {
+        ".safetensors",
+        ".bin",
+        ".pt",
+        ".pth",
+        ".ckpt",
+        ".gguf",
+        ".h5",
+        ".msgpack",
+        ".onnx",
+        ".ot",
+        ".tflite",
+        ".pb",
+        ".npz",
+        ".pkl",
+    }
 )
 
 
@@ -66,25 +81,24 @@ class RequestLog:
     def __len__(self) -> int:
         return len(self.records)
 
-    def files_requested(self, repo_id: str | None = None, *, method: str | None = None) -> list[str]:
-        """Names of files asked for (HEAD or GET on resolve/CDN URLs), in request order."""
+    def _file_records(self, repo_id: str | None) -> list[RequestRecord]:
         return [
-            r.filename
+            r
             for r in self.records
-            if r.filename is not None
+            if r.kind in ("resolve", "cdn")
             and (repo_id is None or (r.repo_id or "").lower() == repo_id.lower())
-            and (method is None or r.method == method)
         ]
 
+    def files_requested(self, repo_id: str | None = None) -> list[str]:
+        """Names of files asked for (HEAD or GET on resolve/CDN URLs), in request order."""
+        return [r.filename for r in self._file_records(repo_id)]
+
     def files_downloaded(self, repo_id: str | None = None) -> list[str]:
-        """Names of files whose bytes were sent (GET answered 200 or 206)."""
+        """Names of files whose bytes were sent (GET answered 200 or 206), in request order."""
         return [
             r.filename
-            for r in self.records
-            if r.filename is not None
-            and r.method == "GET"
-            and r.status in (200, 206)
-            and (repo_id is None or (r.repo_id or "").lower() == repo_id.lower())
+            for r in self._file_records(repo_id)
+            if r.method == "GET" and r.status in (200, 206)
         ]
 
     def weight_files_requested(self) -> list[str]:

@@ -18,6 +18,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -27,11 +28,44 @@ URL_PREFIX = {"model": "", "dataset": "datasets/", "space": "spaces/"}
 # The Hub stores these as LFS objects (the default `.gitattributes` of a new Hub repo), and so
 # does every file of 10 MiB or more: they are served with X-Linked-Etag and a CDN redirect.
 LFS_SUFFIXES = frozenset(
-    ".7z .arrow .bin .bz2 .ckpt .ftz .gguf .gz .h5 .joblib .lfs .mlmodel .model .msgpack .npy .npz"
-    " .onnx .ot .parquet .pb .pickle .pkl .pt .pth .rar .safetensors .tar .tflite .tgz .wasm .xz"
-    " .zip .zst".split()
+    {
+        ".7z",
+        ".arrow",
+        ".bin",
+        ".bz2",
+        ".ckpt",
+        ".ftz",
+        ".gguf",
+        ".gz",
+        ".h5",
+        ".joblib",
+        ".lfs",
+        ".mlmodel",
+        ".model",
+        ".msgpack",
+        ".npy",
+        ".npz",
+        ".onnx",
+        ".ot",
+        ".parquet",
+        ".pb",
+        ".pickle",
+        ".pkl",
+        ".pt",
+        ".pth",
+        ".rar",
+        ".safetensors",
+        ".tar",
+        ".tflite",
+        ".tgz",
+        ".wasm",
+        ".xz",
+        ".zip",
+        ".zst",
+    }
 )
 LFS_MIN_SIZE = 10 * 1024 * 1024
+_SETTLED_NS = 2_000_000_000
 _SKIPPED_DIRS = {".git", ".cache"}  # git internals and huggingface_hub's local_dir metadata
 
 
@@ -52,7 +86,9 @@ def git_blob_id(data: bytes) -> str:
 
 
 def lfs_pointer(sha256: str, size: int) -> bytes:
-    return f"version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {size}\n".encode()
+    return (
+        f"version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {size}\n".encode()
+    )
 
 
 @dataclass(frozen=True)
@@ -91,13 +127,47 @@ class Snapshot:
     files: dict[str, FileEntry]
     gated: bool
 
+    def _directory(self, path: str) -> dict:
+        return {"type": "directory", "path": path, "oid": self.sha, "size": 0}
+
+    def tree(self, path: str = "", *, recursive: bool = False) -> list[dict]:
+        """The tree-listing entries below `path`, as `/api/.../tree/{rev}/{path}` answers."""
+        path = path.strip("/")
+        prefix = f"{path}/" if path else ""
+        below = [f for f in self.files if f.startswith(prefix)]
+        if path and not below:
+            raise HubNotFound(
+                "EntryNotFound", f"{path} does not exist at {self.revision}", self.sha
+            )
+        entries: dict[str, dict] = {}
+        for name in below:
+            parts = name[len(prefix) :].split("/")
+            for depth in range(1, len(parts)):  # the directories on the way
+                if recursive or depth == 1:
+                    directory = prefix + "/".join(parts[:depth])
+                    entries[directory] = self._directory(directory)
+            if recursive or len(parts) == 1:
+                entries[name] = self.files[name].tree_json()
+        return [entries[k] for k in sorted(entries)]
+
+    def path_info(self, path: str) -> dict | None:
+        """The entry at `path` itself (file or directory), as paths-info answers; None if absent."""
+        path = path.strip("/")
+        if path in self.files:
+            return self.files[path].tree_json()
+        if not path or any(f.startswith(path + "/") for f in self.files):
+            return self._directory(path)
+        return None
+
 
 class RepoStore:
     """Thread-safe view of the served repos. `root` is read and also receives pushes."""
 
     def __init__(self, root: Path) -> None:
         self._lock = threading.RLock()
-        self._hashes: dict[tuple[str, int, int], tuple[str, str]] = {}  # survives resets: pure cache
+        self._hashes: dict[
+            tuple[str, int, int], tuple[str, str]
+        ] = {}  # survives resets: pure cache
         self.lfs_objects = Path(tempfile.mkdtemp(prefix="tinykit-hub-lfs-"))
         self.reset(root)
 
@@ -124,7 +194,7 @@ class RepoStore:
             self._hidden.add((repo_type, repo_id.lower(), path))
 
     def gate(self, repo_type: str, repo_id: str, token: str | None = None) -> None:
-        """File downloads need `Authorization: Bearer <token>` (any token when None is not enough)."""
+        """File downloads need `Authorization: Bearer <token>`; token=None: nothing opens them."""
         with self._lock:
             self._gates[(repo_type, repo_id.lower())] = token
 
@@ -172,7 +242,9 @@ class RepoStore:
         with self._lock:
             revisions = self._revisions(repo_type, repo_id)
             if not revisions:
-                raise HubNotFound("RepoNotFound", f"Repository {repo_id!r} ({repo_type}) not found.")
+                raise HubNotFound(
+                    "RepoNotFound", f"Repository {repo_id!r} ({repo_type}) not found."
+                )
             if revision in revisions:
                 return self._build(repo_type, repo_id, revision)
             for name in revisions:
@@ -200,16 +272,23 @@ class RepoStore:
     def _entry(self, path: str, local: Path) -> FileEntry:
         stat = local.stat()
         key = (str(local), stat.st_size, stat.st_mtime_ns)
-        if key not in self._hashes:  # hashing a 90 MB file costs ~0.3 s: once per version
+        hashes = self._hashes.get(key)
+        if hashes is None:  # hashing a 90 MB file costs ~0.3 s: once per version
             sha1, sha256 = hashlib.sha1(b"blob %d\0" % stat.st_size), hashlib.sha256()
             with open(local, "rb") as f:
                 while chunk := f.read(1 << 20):
                     sha1.update(chunk)
                     sha256.update(chunk)
-            self._hashes[key] = (sha1.hexdigest(), sha256.hexdigest())
-        blob_sha1, sha256 = self._hashes[key]
+            hashes = sha1.hexdigest(), sha256.hexdigest()
+            # mtime ticks are coarse (ms): a file written again within one tick and at the same
+            # size would keep a stale hash, so only files left alone for a while are cached.
+            if time.time_ns() - stat.st_mtime_ns > _SETTLED_NS:
+                self._hashes[key] = hashes
+        blob_sha1, sha256 = hashes
         if is_lfs(path, stat.st_size):
-            return FileEntry(path, stat.st_size, git_blob_id(lfs_pointer(sha256, stat.st_size)), sha256, local)
+            return FileEntry(
+                path, stat.st_size, git_blob_id(lfs_pointer(sha256, stat.st_size)), sha256, local
+            )
         return FileEntry(path, stat.st_size, blob_sha1, None, local)
 
     # -- writes (create-repo, commit, LFS upload) ----------------------------------------------
@@ -241,7 +320,9 @@ class RepoStore:
                 folder = target
             return folder
 
-    def commit(self, repo_type: str, repo_id: str, revision: str, operations: list[dict]) -> Snapshot:
+    def commit(
+        self, repo_type: str, repo_id: str, revision: str, operations: list[dict]
+    ) -> Snapshot:
         """Apply ndjson commit operations (file, lfsFile, deletedFile, deletedFolder)."""
         with self._lock:
             folder = self.writable_folder(repo_type, repo_id, revision)
@@ -277,7 +358,9 @@ def _child_casefold(folder: Path, name: str) -> Path | None:
         return exact
     if not folder.is_dir():
         return None
-    return next((p for p in folder.iterdir() if p.is_dir() and p.name.lower() == name.lower()), None)
+    return next(
+        (p for p in folder.iterdir() if p.is_dir() and p.name.lower() == name.lower()), None
+    )
 
 
 def _walk(folder: Path):

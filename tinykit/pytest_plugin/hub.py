@@ -32,7 +32,9 @@ def tiny_hub_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubSer
 
 
 @pytest.fixture
-def tiny_hub(tiny_hub_server: HubServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubServer]:
+def tiny_hub(
+    tiny_hub_server: HubServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[HubServer]:
     """A loopback Hub with nothing on it yet: `add_model`/`add_dataset`, then assert on `log`.
 
     Switches for error paths: `gate(repo_id)`, `hide(repo_id[, path])`, `fail(glob, status=)`,

@@ -12,13 +12,16 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tinykit.errors import UnsupportedModelError, UsageError
 from tinykit.shrink import provenance
 from tinykit.shrink.config import ShrunkConfig, remap_token_ids, shrink_config
 from tinykit.shrink.source import Source, resolve
 from tinykit.shrink.spec import ShrinkSpec
+
+if TYPE_CHECKING:
+    from tinykit.shrink.tokenizer import TinyTokenizer
 
 # Auto classes tried, in order, for a bare model_type (or architectures transformers lacks).
 TASK_MAPPINGS = (
@@ -48,17 +51,18 @@ class BuildResult:
     seconds: float
     files: dict[str, dict[str, Any]] = field(default_factory=dict)
     layers: dict[str, list[int]] = field(default_factory=dict)
+    pushed: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"path": str(self.path), "model_class": self.model_class, "params": self.params,
                 "bytes": self.bytes, "seconds": round(self.seconds, 3), "files": self.files,
-                "layers": self.layers}
+                "layers": self.layers, "pushed": self.pushed}
 
 
 def make_tiny(
     source: str | Path, out: str | Path | None = None, *, revision: str | None = None,
     force: bool = False, trust_remote_code: bool = False, recipes: tuple[str, ...] = (),
-    **spec: Any,
+    push_to_hub: str | None = None, **spec: Any,
 ) -> Path:
     """Build a tiny random model of `source` into `out` and return the folder.
 
@@ -69,6 +73,7 @@ def make_tiny(
         force: replace an existing `out`.
         trust_remote_code: allow configs whose model_type needs the repository's own code.
         recipes: extra recipe TOML files (see recipes/).
+        push_to_hub: a Hub repo id `org/name` to publish the built folder to (with its model card).
         **spec: ShrinkSpec fields (hidden, layers, vocab, dtype, seed, mode, ...).
 
     Raises:
@@ -76,13 +81,13 @@ def make_tiny(
         model class. HubError: the Hub could not be read.
     """
     return build(source, out, revision=revision, force=force, trust_remote_code=trust_remote_code,
-                 recipes=recipes, **spec).path
+                 recipes=recipes, push_to_hub=push_to_hub, **spec).path
 
 
 def build(
     source: str | Path, out: str | Path | None = None, *, revision: str | None = None,
     force: bool = False, trust_remote_code: bool = False, recipes: tuple[str, ...] = (),
-    **spec_kwargs: Any,
+    push_to_hub: str | None = None, **spec_kwargs: Any,
 ) -> BuildResult:
     """make_tiny, returning the full BuildResult (params, bytes, time, file hashes)."""
     started = time.perf_counter()
@@ -103,6 +108,10 @@ def build(
     result.path = target
     result.files = provenance.file_table(target)
     result.bytes = sum(f["bytes"] for f in result.files.values())
+    if push_to_hub:
+        from tinykit import hub
+
+        result.pushed = hub.push_folder(target, push_to_hub)
     result.seconds = time.perf_counter() - started
     return result
 
@@ -114,14 +123,18 @@ def _build_into(tmp: Path, src: Source, spec: ShrinkSpec, recipes: tuple[str, ..
 
     hf_logging.disable_progress_bar()  # keep CLI output to tinykit's one line
     remote = src.folder if trust_remote_code and "auto_map" in src.config else None
-    shrunk = shrink_config(src.config, spec, recipes=recipes, remote_code=remote)
+    tokenizer = _make_tokenizer(src, spec, tmp)
+    shrunk = shrink_config(src.config, spec, recipes=recipes, remote_code=remote,
+                           vocab=tokenizer.vocab_size if tokenizer else None,
+                           token_ids=tokenizer.id_map if tokenizer else None)
     cls = model_class(src, shrunk.config, remote is not None)
+    config = shrunk.config if remote else config_for(cls, shrunk.config)
     dtype = getattr(torch, spec.dtype)
     torch.manual_seed(spec.seed)
-    model = cls._from_config(shrunk.config, dtype=torch.float32) if remote is None else \
-        cls.from_config(shrunk.config, trust_remote_code=True)
+    model = cls._from_config(config, dtype=torch.float32) if remote is None else \
+        cls.from_config(config, trust_remote_code=True)
     model = model.to(dtype)
-    _attach_generation_config(model, src, spec)
+    _attach_generation_config(model, src, spec, tokenizer.id_map if tokenizer else None)
     model.save_pretrained(tmp)
     _copy_processor(src, shrunk, tmp)
     if spec.mode == "faithful":
@@ -152,7 +165,40 @@ def model_class(src: Source, config: Any, remote: bool) -> Any:
     )
 
 
-def _attach_generation_config(model: Any, src: Source, spec: ShrinkSpec) -> None:
+def config_for(cls: Any, config: Any) -> Any:
+    """The config `cls` is built from: a composite config's text/decoder part when the class
+    (a causal LM of a multimodal family, say) is made for that part alone."""
+    wanted = getattr(cls, "config_class", None)
+    if wanted is None or isinstance(config, wanted):
+        return config
+    subs = [getattr(config, name, None) for name in getattr(config, "sub_configs", {})]
+    return next((sub for sub in subs if isinstance(sub, wanted)), config)
+
+
+def _make_tokenizer(src: Source, spec: ShrinkSpec, out: Path) -> TinyTokenizer | None:
+    """Tiny mode ships a tiny tokenizer: the source's shrunk, or one trained for the architecture
+    (a bare model_type, or a folder without vocabulary files). Models without text input get none."""
+    if spec.mode != "tiny":
+        return None
+    from tinykit.shrink.tokenizer import has_tokenizer_files, shrink_tokenizer
+
+    folder = src.folder
+    if folder is not None and not (has_tokenizer_files(folder) or (folder / "tokenizer_config.json").is_file()):
+        folder = None
+    if folder is None and not _takes_text(src):
+        return None
+    return shrink_tokenizer(folder, out, vocab=spec.vocab, model_type=src.model_type)
+
+
+def _takes_text(src: Source) -> bool:
+    """Whether the model reads token ids: its config (or a sub-config) has a vocabulary."""
+    from tinykit.shrink.config import load_config
+
+    config = load_config(src.config) if "auto_map" not in src.config else None
+    return config is not None and getattr(config.get_text_config(), "vocab_size", None) is not None
+
+
+def _attach_generation_config(model: Any, src: Source, spec: ShrinkSpec, token_ids: dict[int, int] | None) -> None:
     """Carry the source's generation_config.json over, with its token ids kept inside the vocab."""
     path = src.folder / "generation_config.json" if src.folder else None
     if path is None or not path.is_file():
@@ -162,7 +208,7 @@ def _attach_generation_config(model: Any, src: Source, spec: ShrinkSpec) -> None
     data = json.loads(path.read_text())
     data.pop("transformers_version", None)
     if spec.mode == "tiny":
-        remap_token_ids(data, model.config.get_text_config().vocab_size)
+        remap_token_ids(data, model.config.get_text_config().vocab_size, token_ids)
     model.generation_config = GenerationConfig.from_dict(data)
 
 

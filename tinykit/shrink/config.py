@@ -133,12 +133,18 @@ def _shrink_node(full: dict[str, Any], base: dict[str, Any], path: str, ctx: _Co
                            f"'{path or full.get('model_type')}'")
         ctx.plans[path or "."] = plan
         overrides.update(plan.fields)
+        for key in plan.keyed:  # per-layer overrides of a size are shrunk like the size itself
+            overrides[key] = {layer: {**entry, **{k: v for k, v in _knob_values({**full, **entry}, recipe, ctx).items()
+                                                   if k in entry}}
+                              for layer, entry in overrides[key].items()}
         for key in recipe.knobs["other_layers"]:
             if _is_int(full.get(key)):
                 overrides[key] = min(full[key], len(plan.kept))
     overrides.update(copy.deepcopy(recipe.set))
     merged = {**full, **shrunk_subs, **overrides}
     for key, expr in recipe.derive.items():
+        if key not in full:
+            continue
         overrides[key] = merged[key] = _evaluate(expr, merged, f"{path}{key}")
     _shrink_rope(merged, overrides)
     base.update(overrides)
@@ -160,6 +166,9 @@ def _divisor_at_most(n: int, limit: int, even_quotient: bool = True) -> int:
 def _knob_values(full: dict[str, Any], recipe: Recipe, ctx: _Context) -> dict[str, Any]:
     spec, out = ctx.spec, {}
     knob_keys = {knob: [k for k in keys if _is_int(full.get(k))] for knob, keys in recipe.knobs.items()}
+    # Where a class leaves these None its model cannot be built: give them their tiny value.
+    for knob in ("vocab", "head_dim", "kv_heads", "experts_per_tok"):
+        knob_keys[knob] = [k for k in recipe.knobs[knob] if k in full and (full[k] is None or _is_int(full[k]))]
     width = min([full[k] for k in knob_keys["width"]] + [spec.hidden])
     heads_src = full[knob_keys["heads"][0]] if knob_keys["heads"] else None
     heads = _divisor_at_most(width, min(spec.heads, heads_src or spec.heads))
@@ -172,7 +181,7 @@ def _knob_values(full: dict[str, Any], recipe: Recipe, ctx: _Context) -> dict[st
             elif knob == "heads":
                 out[key] = heads
             elif knob == "kv_heads":
-                out[key] = heads if heads_src is not None and v >= heads_src else \
+                out[key] = heads if v is None or heads_src is not None and v >= heads_src else \
                     _divisor_at_most(heads, min(v, spec.kv_heads), even_quotient=False)
             elif knob == "head_dim":
                 out[key] = width // heads
@@ -195,7 +204,8 @@ def _knob_values(full: dict[str, Any], recipe: Recipe, ctx: _Context) -> dict[st
             elif knob == "patch_size" and knob_keys["image_size"]:
                 out[key] = min(v, spec.patch_size)
     for key in knob_keys["experts_per_tok"]:
-        out[key] = max(1, min(full[key], spec.experts_per_tok, experts or spec.experts))
+        if full[key] is not None or experts:
+            out[key] = max(1, min(full[key] or spec.experts_per_tok, spec.experts_per_tok, experts or spec.experts))
     for key, cap in recipe.cap.items():
         if _is_int(full.get(key)):
             out[key] = min(full[key], cap)

@@ -12,6 +12,7 @@ falls back to the shortest prefix of the source that holds every signature.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,8 @@ class LayerPlan:
     kept: tuple[int, ...]
     fields: dict[str, Any]
     signatures: tuple[tuple[Any, ...], ...]
+    keyed: tuple[str, ...] = ()
+    """Per-layer override dicts (`per_layer_config`): their values are shrunk like the node's."""
 
     @property
     def distinct(self) -> int:
@@ -62,13 +65,19 @@ def plan_layers(
     prefixes = _present(node, layer_fields["prefix_counts"], int)
     periods = [(kind, k) for kind in ("periods_end", "periods_start")
                for k in _present(node, layer_fields[kind], int)]
+    periods += [("offset", (p, o)) for p, o in layer_fields["period_offsets"]
+                if _is_int(node.get(p)) and _is_int(node.get(o)) and node[p] > 0]
+    cyclic = [k for k in _present(node, layer_fields["cyclic_lists"], list) if k not in lists and node[k]]
+    keyed = _layer_keyed_dicts(node, depth)
 
     def signature(i: int) -> tuple[Any, ...]:
         return (
             *(node[k][i] for k in lists),
+            *(node[k][i % len(node[k])] for k in cyclic),
+            *(json.dumps(_at(node[k], i), sort_keys=True) for k in keyed),
             *(i in node[k] for k in index_lists),
             *(i < node[k] for k in prefixes),
-            *(_period(kind, i, node[k]) for kind, k in periods),
+            *(_predicate(node, kind, k, i) for kind, k in periods),
         )
 
     signatures = tuple(signature(i) for i in range(depth))
@@ -89,25 +98,56 @@ def plan_layers(
     want = min(want, depth)
     kept = sorted([*kept, *[i for i in range(depth) if i not in kept][: want - len(kept)]])
 
-    fields = _rewrite(node, kept, lists, index_lists, prefixes, periods)
+    fields = _rewrite(node, kept, periods)
     if fields is None:  # a period cannot express the kept pattern: keep the covering prefix
         kept = list(range(max(kept) + 1))
-        fields = _rewrite(node, kept, lists, index_lists, prefixes, [])
+        fields = _rewrite(node, kept, [])
         assert fields is not None
+    fields.update({k: [node[k][i] for i in kept] for k in lists})
+    fields.update({k: [node[k][i % len(node[k])] for i in kept] for k in cyclic})
+    fields.update({k: {type(next(iter(node[k])))(j): _at(node[k], i) for j, i in enumerate(kept)
+                       if _at(node[k], i) is not None} for k in keyed})
+    fields.update({k: [j for j, i in enumerate(kept) if i in node[k]] for k in index_lists})
+    fields.update({k: sum(1 for i in kept if i < node[k]) for k in prefixes})
     fields[depth_key] = len(kept)
-    return LayerPlan(depth_key, depth, tuple(kept), fields, signatures)
+    return LayerPlan(depth_key, depth, tuple(kept), fields, signatures, tuple(keyed))
 
 
-def _rewrite(node, kept, lists, index_lists, prefixes, periods) -> dict[str, Any] | None:
-    fields: dict[str, Any] = {k: [node[k][i] for i in kept] for k in lists}
-    for k in index_lists:
-        fields[k] = [j for j, i in enumerate(kept) if i in node[k]]
-    for k in prefixes:
-        fields[k] = sum(1 for i in kept if i < node[k])
-    for kind, k in periods:
-        want = [_period(kind, i, node[k]) for i in kept]
-        choices = [p for p in range(1, len(kept) + 2) if [_period(kind, j, p) for j in range(len(kept))] == want]
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _layer_keyed_dicts(node: dict[str, Any], depth: int) -> list[str]:
+    """Dicts keyed by layer index (`per_layer_config = {"5": {...}}`): per-layer overrides."""
+    return [k for k, v in node.items() if isinstance(v, dict) and v
+            and all(str(x).isdigit() and int(x) < depth and isinstance(y, dict) for x, y in v.items())]
+
+
+def _at(table: dict[Any, Any], i: int) -> Any:
+    return table.get(i, table.get(str(i)))
+
+
+def _predicate(node: dict[str, Any], kind: str, key: Any, i: int) -> bool:
+    if kind == "offset":
+        return i % node[key[0]] == node[key[1]]
+    return _period(kind, i, node[key])
+
+
+def _rewrite(node: dict[str, Any], kept: list[int], periods: list[tuple[str, Any]]) -> dict[str, Any] | None:
+    """New values for the period fields so that kept layer j keeps its source predicate, if any exist."""
+    fields: dict[str, Any] = {}
+    n = len(kept)
+    for kind, key in periods:
+        want = [_predicate(node, kind, key, i) for i in kept]
+        if kind == "offset":
+            pairs = [(p, o) for p in range(1, n + 2) for o in range(p)
+                     if [j % p == o for j in range(n)] == want]
+            if not pairs:
+                return None
+            fields[key[0]], fields[key[1]] = pairs[0]
+            continue
+        choices = [p for p in range(1, n + 2) if [_period(kind, j, p) for j in range(n)] == want]
         if not choices:
             return None
-        fields[k] = node[k] if node[k] in choices else choices[0]
+        fields[key] = node[key] if node[key] in choices else choices[0]
     return fields

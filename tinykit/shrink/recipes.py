@@ -1,11 +1,14 @@
 """Recipes: per-architecture shrink knowledge as data (TOML files in recipes/).
 
-`_generic.toml` names the config keys each generic rule applies to. Every other file covers one
+`_generic.toml` names the config keys each generic rule applies to, and caps and derives the
+sizes of sub-structures that many families name alike (MLA ranks, Mamba states); those apply
+wherever a config has the key. Every other file covers one
 family and may add, for the model_types it lists:
   [aliases]  extra key names for a generic knob, e.g. `intermediate = ["d_ff"]`
   [cap]      family-specific size keys and their maximum, e.g. `kv_lora_rank = 16`
   [set]      fixed values the rules cannot derive, e.g. `decoder_start_token_id = 0`
-  [derive]   values computed from the shrunk config, e.g. `qk_head_dim = "qk_nope_head_dim + qk_rope_head_dim"`
+  [derive]   values recomputed from the shrunk config where it has the key,
+             e.g. `qk_head_dim = "qk_nope_head_dim + qk_rope_head_dim"`
 Users add files with `--recipe PATH`; a later file overrides an earlier one key by key.
 """
 
@@ -26,7 +29,7 @@ class Recipe:
     """The merged shrink knowledge for one model_type."""
 
     knobs: dict[str, tuple[str, ...]]
-    layer_fields: dict[str, tuple[str, ...]]
+    layer_fields: dict[str, tuple[Any, ...]]
     drop: tuple[str, ...]
     cap: dict[str, int] = field(default_factory=dict)
     set: dict[str, Any] = field(default_factory=dict)
@@ -72,9 +75,9 @@ def recipe_for(model_type: str, extra: tuple[str, ...] = ()) -> Recipe:
     """The generic vocabulary merged with every family file that lists `model_type`."""
     generic, families = _load(tuple(extra))
     knobs = {k: list(v) for k, v in generic["knobs"].items()}
-    cap: dict[str, int] = {}
+    cap: dict[str, int] = dict(generic.get("cap", {}))
     fixed: dict[str, Any] = {}
-    derive: dict[str, str] = {}
+    derive: dict[str, str] = dict(generic.get("derive", {}))
     sources = ["_generic.toml"]
     for name, data in families:
         if model_type not in data.get("model_types", ()):

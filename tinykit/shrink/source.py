@@ -48,7 +48,7 @@ def resolve(source: str | Path, revision: str | None = None, trust_remote_code: 
         repo_id, _, at = text.partition("@")
         from tinykit import hub
 
-        folder, sha = hub.download_source(repo_id, revision or at or None)
+        folder, sha = hub.download_source(repo_id, revision or at or None, include_code=trust_remote_code)
         src = _from_folder(folder, text, revision=sha, kind="hub")
     else:
         raise UsageError(

@@ -145,7 +145,9 @@ def _generate(model: Any, inputs: dict, report: VerifyReport) -> None:
     try:
         import torch
 
-        prompt = {k: v for k, v in inputs.items() if not k.startswith("decoder_")}
+        # half the sequence as the prompt: prompt + new tokens stay within the trained length
+        prompt = {k: v[:, : SEQ // 2] if k == "input_ids" else v for k, v in inputs.items()
+                  if not k.startswith("decoder_")}
         with torch.no_grad():
             model.generate(**prompt, max_new_tokens=2, do_sample=False)
         report.generated = True
@@ -172,10 +174,9 @@ def _reload(model: Any, cls: Any, folder: Path, inputs: dict, report: VerifyRepo
 
 def _tokenizer(folder: Path, report: VerifyReport) -> None:
     """Exercise the tokenizer shipped beside the model, when there is one."""
-    try:
-        from tinykit.shrink.tokenizer import check_tokenizer, has_tokenizer_files
-    except ImportError:  # tokenizer support not installed in this build
-        return
+    from tinykit.shrink.tokenizer_check import check_tokenizer
+    from tinykit.shrink.tokenizer_source import has_tokenizer_files
+
     if has_tokenizer_files(folder):
         report.tokenizer = check_tokenizer(folder, model_dir=folder)
         report.problems += [f"tokenizer: {p}" for p in report.tokenizer.get("problems", [])]
