@@ -1,7 +1,8 @@
-"""A downstream repo's training tests: tiny Qwen3 MoE + tiny dataset + a real AdamW step.
+"""A downstream repo's training tests: tiny Qwen3 MoE + its tokenizer + tiny dataset + AdamW.
 
-Nothing here knows how the fixtures are made: `tiny_model` and `tiny_dataset` come from the
-tinykit plugin, are built once (for all tests and xdist workers) and cached on disk.
+Nothing here knows how the fixtures are made: `tiny_model`, `tiny_tokenizer` and
+`tiny_dataset` come from the tinykit plugin, are built once (for all tests and xdist workers)
+and cached on disk.
 """
 
 from __future__ import annotations
@@ -10,15 +11,18 @@ import pytest
 import torch
 
 
-def encode(texts: list[str], vocab: int, length: int = 12) -> torch.Tensor:
-    """Bytes -> ids (the repo's stand-in tokenizer); missing texts are empty; padded with id 1."""
-    rows = [[1] + [2 + b % (vocab - 2) for b in (t or "").encode()][: length - 1] for t in texts]
-    return torch.tensor([r + [1] * (length - len(r)) for r in rows])
+def collate(tokenizer, texts: list[str | None], length: int = 12) -> dict[str, torch.Tensor]:
+    """The repo's collator: pad/truncate to `length`, labels -100 on padding."""
+    texts = ["x" + (t or "") for t in texts]  # never an empty row
+    batch = tokenizer(texts, padding="max_length", truncation=True, max_length=length,
+                      return_tensors="pt")
+    batch["labels"] = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100)
+    return dict(batch)
 
 
-def train_step(model, optimizer, input_ids):
+def train_step(model, optimizer, batch):
     model.train()
-    loss = model(input_ids=input_ids, labels=input_ids).loss
+    loss = model(**batch).loss
     loss.backward()
     optimizer.step()
     optimizer.zero_grad()
@@ -26,22 +30,26 @@ def train_step(model, optimizer, input_ids):
 
 
 @pytest.mark.parametrize("batch_start", [0, 4, 8, 12])
-def test_an_optimizer_step_lowers_the_loss_on_its_batch(tiny_model, tiny_dataset, batch_start):
+def test_an_optimizer_step_lowers_the_loss_on_its_batch(
+    tiny_model, tiny_tokenizer, tiny_dataset, batch_start
+):
     model, _ = tiny_model("tiny-qwen3-moe")
+    tokenizer, _ = tiny_tokenizer("tiny-qwen3-moe")
     data, _ = tiny_dataset("tiny-text")
-    ids = encode(data["train"]["text"][batch_start:batch_start + 4], model.config.vocab_size)
+    assert len(tokenizer) == model.config.vocab_size
+    batch = collate(tokenizer, data["train"]["text"][batch_start:batch_start + 4])
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    before = train_step(model, optimizer, ids)
+    before = train_step(model, optimizer, batch)
     with torch.no_grad():
-        after = model(input_ids=ids, labels=ids).loss.item()
+        after = model(**batch).loss.item()
     assert after < before
 
 
-def test_every_expert_and_the_router_get_gradients(tiny_model, tiny_dataset):
+def test_every_expert_and_the_router_get_gradients(tiny_model, tiny_tokenizer, tiny_dataset):
     model, _ = tiny_model("tiny-qwen3-moe")
+    tokenizer, _ = tiny_tokenizer("tiny-qwen3-moe")
     data, _ = tiny_dataset("tiny-text")
-    ids = encode(data["train"]["text"], model.config.vocab_size)
-    model(input_ids=ids, labels=ids).loss.backward()
+    model(**collate(tokenizer, data["train"]["text"])).loss.backward()
     grads = {name: p.grad for name, p in model.named_parameters()}
     assert all(g is not None and bool(g.abs().sum() > 0) for g in grads.values())
     assert any("mlp.gate" in name for name in grads)  # the router is trained too

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from tests.conftest import HUB_FILES
 from tinykit.cache import Cache
 
 DATASET_TESTS = """
@@ -64,16 +65,26 @@ def test_same_spec_is_loaded_once_per_session(tiny_model, tinykit_loaded):
     second, _ = tiny_model("llama", layers=2, hidden=32, seed=3)
     assert list(tinykit_loaded) == [("model", path.name)]  # one load, two private copies
     assert first is not second and torch.equal(first.lm_head.weight, second.lm_head.weight)
+
+def test_tokenizers_from_a_model_fixture_and_from_a_folder(tiny_tokenizer, tiny_model):
+    model, _ = tiny_model("tiny-llama")
+    shipped, _ = tiny_tokenizer("tiny-llama")
+    assert len(shipped) == model.config.vocab_size
+    shrunk, path = tiny_tokenizer(GPT2, vocab=400)
+    assert len(shrunk) <= 400 and shrunk.decode(shrunk("hello world")["input_ids"]) == "hello world"
 """
 
 
 def test_tiny_model_logits_match_their_snapshot_across_sessions(pytester, tmp_path):
-    pytester.makepyfile(test_model=MODEL_TESTS)
+    gpt2 = HUB_FILES / "openai-community" / "gpt2-xl"
+    pytester.makepyfile(test_model=f"GPT2 = {str(gpt2)!r}\n" + MODEL_TESTS)
     cache_dir = tmp_path / "cache"
     first = pytester.runpytest_subprocess(
         f"--tinykit-cache-dir={cache_dir}", "--tinykit-update-snapshots")
-    first.assert_outcomes(passed=2)
+    first.assert_outcomes(passed=3)
     # a cold cache in a new session: the rebuilt model gives the same logits (seeded weights)
     cold = pytester.runpytest_subprocess(f"--tinykit-cache-dir={tmp_path / 'cold'}")
-    cold.assert_outcomes(passed=2)
-    assert len(Cache(cache_dir).builds()) == len(Cache(tmp_path / "cold").builds()) == 1
+    cold.assert_outcomes(passed=3)
+    kinds = sorted(b["kind"] for b in Cache(cache_dir).builds())
+    assert kinds == sorted(b["kind"] for b in Cache(tmp_path / "cold").builds())
+    assert kinds == ["model", "model", "tokenizer"]  # llama spec, tiny-llama, the gpt2 tokenizer

@@ -112,8 +112,12 @@ def tiny_model(tinykit_cache: Cache, tinykit_loaded: dict) -> Callable[..., Tiny
 
 @pytest.fixture
 def tiny_tokenizer(tinykit_cache: Cache, tinykit_loaded: dict) -> Callable[..., TinyTokenizer]:
-    """Factory: ``tiny_tokenizer(source, **spec)`` -> ``TinyTokenizer(tokenizer, path)``."""
-    make = _factory(("tokenizer",), tinykit_cache, tinykit_loaded, load_tokenizer)
+    """Factory: ``tiny_tokenizer(source, **spec)`` -> ``TinyTokenizer(tokenizer, path)``.
+
+    ``source`` is a shipped model fixture name (its tiny tokenizer: ``len(tok) == vocab_size``)
+    or a tokenizer folder for ``tinykit.make_tiny_tokenizer`` (spec ``vocab=...``).
+    """
+    make = _factory(("tokenizer", "model"), tinykit_cache, tinykit_loaded, load_tokenizer)
     return lambda source, **spec: TinyTokenizer(*make(source, **spec))
 
 
