@@ -134,3 +134,21 @@ def test_faithful_mode_of_a_bare_model_type_is_refused(tmp_path):
     with pytest.raises(tinykit.errors.UsageError, match="--mode tiny"):
         tinykit.make_tiny("llama", tmp_path / "f", mode="faithful")
     assert not (tmp_path / "f").exists()
+
+
+@pytest.mark.parametrize("folder", [f for f in NATIVE if (f / "tokenizer_config.json").is_file()
+                                    or (f / "tokenizer.json").is_file()], ids=repo_id)
+def test_whole_fixture_with_its_tokenizer_is_tiny_and_consistent(folder, built):
+    import transformers
+
+    result = built[repo_id(folder)]
+    report = tinykit.verify(result.path)
+    config = transformers.AutoConfig.from_pretrained(result.path)
+    reads_tokens = getattr(transformers, config.architectures[0]).main_input_name == "input_ids"
+    assert report.tokenizer is not None and report.tokenizer["ok"], report.tokenizer
+    if reads_tokens:  # speech models (Whisper) read audio features, their tokenizer only decodes
+        assert report.tokenizer["forward"]["finite"], report.tokenizer
+    tokenizer = transformers.AutoTokenizer.from_pretrained(result.path)
+    assert config.get_text_config().vocab_size == len(tokenizer) <= 1024
+    if not is_multimodal(folder):
+        assert result.bytes <= 1_000_000, result.files

@@ -66,7 +66,7 @@ def verify(path: str | Path, *, raise_on_failure: bool = False) -> VerifyReport:
     _train_step(model, inputs, labels, report)
     _generate(model, inputs, report)
     _reload(model, cls, folder, inputs, report)
-    _tokenizer(folder, report)
+    _tokenizer(model, folder, inputs, report)
     if raise_on_failure and not report.ok:
         raise TinyArtifactInvalid(f"{folder} failed verification: {'; '.join(report.problems)}.", report=report.to_dict())
     return report
@@ -172,14 +172,27 @@ def _reload(model: Any, cls: Any, folder: Path, inputs: dict, report: VerifyRepo
         report.problems.append("logits after reload differ from the saved model's")
 
 
-def _tokenizer(folder: Path, report: VerifyReport) -> None:
-    """Exercise the tokenizer shipped beside the model, when there is one."""
-    from tinykit.shrink.tokenizer_check import check_tokenizer
+def _tokenizer(model: Any, folder: Path, inputs: dict, report: VerifyReport) -> None:
+    """Check the tokenizer shipped beside the model, then run the model on its encoding of the probe."""
+    import torch
+    from transformers import AutoTokenizer
+
+    from tinykit.shrink.tokenizer_check import PROBE, check_tokenizer
     from tinykit.shrink.tokenizer_source import has_tokenizer_files
 
-    if has_tokenizer_files(folder):
-        report.tokenizer = check_tokenizer(folder, model_dir=folder)
-        report.problems += [f"tokenizer: {p}" for p in report.tokenizer.get("problems", [])]
+    if not has_tokenizer_files(folder):
+        return
+    report.tokenizer = check_tokenizer(folder)
+    report.problems += [f"tokenizer: {p}" for p in report.tokenizer.get("problems", [])]
+    if "input_ids" not in inputs:
+        return
+    ids = AutoTokenizer.from_pretrained(folder)(PROBE, return_tensors="pt")["input_ids"]
+    try:
+        with torch.no_grad():
+            logits = _first_tensor(model(**{**inputs, "input_ids": ids.repeat(BATCH, 1)}))
+        report.tokenizer["forward"] = {"tokens": ids.shape[1], "finite": bool(torch.isfinite(logits).all())}
+    except Exception as e:  # reported, not raised
+        report.problems.append(f"forward pass on the tokenizer's encoding of the probe failed: {type(e).__name__}: {e}")
 
 
 def block_types(model: Any) -> dict[str, list[str]]:
