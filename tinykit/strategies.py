@@ -188,11 +188,16 @@ _EXPERTS_FIELD = {"qwen3_moe": "num_experts", "mixtral": "num_local_experts"}
 
 
 @st.composite
-def shrink_specs(draw, max_hidden: int = 64, max_layers: int = 3, min_layers: int = 1) -> dict:
+def shrink_specs(
+    draw, max_hidden: int = 64, max_layers: int = 3, min_layers: int = 1,
+    min_vocab: int = 512, max_vocab: int = 1024,
+) -> dict:
     """Spec dicts for ``tinykit.make_tiny``: heads divide hidden, kv heads divide heads.
 
     Keys: hidden, layers ("auto" or min_layers..max_layers), heads, kv_heads, vocab, seed.
-    Hybrid models need ``min_layers`` >= their number of block types (qwen3_next: 2).
+    Hybrid models need ``min_layers`` >= their number of block types (qwen3_next: 2), and the
+    tiny tokenizer make_tiny ships needs room for its base alphabet (byte-level BPE: 256 bytes
+    plus specials), hence ``min_vocab`` 512.
     """
     heads = draw(st.sampled_from([1, 2, 4]))
     kv_heads = draw(st.sampled_from([k for k in (1, 2, 4) if heads % k == 0]))
@@ -203,7 +208,7 @@ def shrink_specs(draw, max_hidden: int = 64, max_layers: int = 3, min_layers: in
         "layers": draw(st.one_of(st.just("auto"), st.integers(min_layers, max_layers))),
         "heads": heads,
         "kv_heads": kv_heads,
-        "vocab": draw(st.integers(64, 512)),
+        "vocab": draw(st.integers(min_vocab, max_vocab)),
         "seed": draw(st.integers(0, 2**31 - 1)),
     }
 
