@@ -64,9 +64,21 @@ def test_api_failure_leaves_nothing_half_written(tmp_path):
     with pytest.raises(ShrinkConstraintError):
         tinykit.make_tiny_tokenizer(hub("openai-community/gpt2-xl"), vocab=100, out=out)
     assert list(tmp_path.iterdir()) == []
-    with pytest.raises(UsageError, match="not a local folder"):
-        tinykit.make_tiny_tokenizer("openai-community/gpt2", out=out)
+    with pytest.raises(UsageError, match="is not a folder with config.json"):
+        tinykit.make_tiny_tokenizer("no such source", out=out)
     path = tinykit.make_tiny_tokenizer(hub("facebook/bart-large-cnn"), vocab=600, out=out)
     assert path == out
     record = json.loads((out / "tinykit-tokenizer.json").read_text())
     assert record["vocab_size"] == 600 and record["id_map"]["50264"] == 599  # <mask>
+
+
+def test_hub_ids_and_model_types_are_sources_too(tiny_hub, tmp_path):
+    tiny_hub.add_model("openai-community/gpt2-xl", hub("openai-community/gpt2-xl"))
+    path = tinykit.make_tiny_tokenizer("openai-community/gpt2-xl", vocab=400, out=tmp_path / "hub")
+    record = json.loads((path / "tinykit-tokenizer.json").read_text())
+    assert record["vocab_size"] == 400 and record["id_map"]["50256"] == 399  # <|endoftext|>
+    assert len(record["revision"]) == 40  # the served commit sha
+    assert "openai-community/gpt2-xl/resolve/" in " ".join(str(r) for r in tiny_hub.log)
+    assert tiny_hub.log.weight_files_requested() == []
+    trained = tinykit.make_tiny_tokenizer("llama", vocab=512, out=tmp_path / "llama")
+    assert json.loads((trained / "tinykit-tokenizer.json").read_text())["method"] == "scratch"

@@ -180,11 +180,9 @@ def _make_tokenizer(src: Source, spec: ShrinkSpec, out: Path) -> TinyTokenizer |
     (a bare model_type, or a folder without vocabulary files). Models without text input get none."""
     if spec.mode != "tiny":
         return None
-    from tinykit.shrink.tokenizer import has_tokenizer_files, shrink_tokenizer
+    from tinykit.shrink.tokenizer import shrink_tokenizer, tokenizer_folder
 
-    folder = src.folder
-    if folder is not None and not (has_tokenizer_files(folder) or (folder / "tokenizer_config.json").is_file()):
-        folder = None
+    folder = tokenizer_folder(src.folder)
     if folder is None and not _takes_text(src):
         return None
     return shrink_tokenizer(folder, out, vocab=spec.vocab, model_type=src.model_type)

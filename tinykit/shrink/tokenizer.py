@@ -169,21 +169,32 @@ def _write(out: Path, source: Source, tj: dict) -> tuple[str, ...]:
     return tuple(sorted(written))
 
 
+def tokenizer_folder(folder: Path | None) -> Path | None:
+    """`folder` when it describes a tokenizer (vocabulary files, or a tokenizer_config.json to
+    train one from); None means: train one for the bare model_type."""
+    if folder is not None and (has_tokenizer_files(folder) or (folder / "tokenizer_config.json").is_file()):
+        return folder
+    return None
+
+
 def make_tiny_tokenizer(
     source, vocab: int = 1024, out=None, *, force: bool = False, method: str = "auto"
 ) -> Path:
-    """Shrink the tokenizer in folder `source` to ≤ `vocab` ids; write it to `out` atomically.
+    """Shrink the tokenizer of `source` to ≤ `vocab` ids; write it to `out` atomically.
 
+    `source` is a folder laid out as on the Hub, a Hub id `org/name[@revision]` (tokenizer and
+    config files only are downloaded) or a bare model_type (a tokenizer is trained for it).
     `out` defaults to ./tiny-<name>-tokenizer. Returns the output folder.
     """
-    src = Path(source)
-    if not src.is_dir():
-        raise UsageError(
-            f"tokenizer source {source!r} is not a local folder. "
-            "make_tiny_tokenizer reads a folder laid out as on the Hub (no Hub ids yet). "
-            "Download the repo (huggingface-cli download ORG/NAME --local-dir DIR) and pass DIR."
-        )
-    out = Path(out) if out is not None else Path.cwd() / f"tiny-{src.resolve().name}-tokenizer"
+    from tinykit.shrink.source import resolve
+
+    if Path(source).is_dir():  # a tokenizer folder needs no config.json
+        src, model_type, name, revision = Path(source), None, Path(source).resolve().name, None
+    else:
+        resolved = resolve(source)
+        src, model_type = tokenizer_folder(resolved.folder), resolved.model_type
+        name, revision = resolved.short_name, resolved.revision
+    out = Path(out) if out is not None else Path.cwd() / f"tiny-{name}-tokenizer"
     if out.exists() and not force:
         raise UsageError(
             f"output folder {out} already exists. tinykit does not overwrite it. "
@@ -192,11 +203,12 @@ def make_tiny_tokenizer(
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
-        result = shrink_tokenizer(src, staging, vocab=vocab, method=method)
+        result = shrink_tokenizer(src, staging, vocab=vocab, model_type=model_type, method=method)
         (staging / "tinykit-tokenizer.json").write_text(
             json.dumps(
                 {
-                    "source": src.name,
+                    "source": name,
+                    "revision": revision,
                     "vocab": vocab,
                     "vocab_size": result.vocab_size,
                     "kind": result.kind,
