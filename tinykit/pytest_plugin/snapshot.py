@@ -67,8 +67,9 @@ def compare(
 ) -> list[str]:
     """Describe every difference between two tensor dicts; an empty list means they match.
 
-    An element differs when ``|a - e| > atol + rtol * |e|`` (NaNs must sit at the same places);
-    ``rtol``/``atol`` default to the dtype's tolerances in ``TOLERANCES``.
+    An element differs when ``torch.isclose(a, e, rtol, atol, equal_nan=True)`` says so, in the
+    tensors' own dtype as ``torch.testing.assert_close`` does (``|a - e| <= atol + rtol * |e|``,
+    NaNs at the same places); ``rtol``/``atol`` default to the dtype's ``TOLERANCES``.
     """
     problems = []
     if missing := sorted(expected.keys() - actual.keys()):
@@ -95,11 +96,13 @@ def _compare_one(
     wide = torch.complex128 if a.is_complex() else torch.float64
     a64, e64 = a.detach().cpu().to(wide), e.detach().cpu().to(wide)
     abs_err = (a64 - e64).abs()
-    nan_mismatch = a64.isnan() != e64.isnan()
     both_nan = a64.isnan() & e64.isnan()
     same_inf = a64.isinf() & (a64 == e64)
-    bad = (abs_err > atol + rtol * e64.abs()) | nan_mismatch
-    bad &= ~both_nan & ~same_inf
+    a_cpu, e_cpu = a.detach().cpu(), e.detach().cpu()
+    if a.dtype.is_floating_point or a.is_complex():
+        bad = ~torch.isclose(a_cpu, e_cpu, rtol=rtol, atol=atol, equal_nan=True)
+    else:
+        bad = (abs_err > atol + rtol * e64.abs())
     if not bool(bad.any()):
         return None
     finite_err = torch.where(both_nan | same_inf, torch.zeros_like(abs_err), abs_err)
