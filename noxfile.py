@@ -28,7 +28,9 @@ def tests(session: nox.Session) -> None:
 def transformers_matrix(session: nox.Session, transformers: str) -> None:
     """The shrinker's tests against several transformers releases."""
     _install(session, f"transformers=={transformers}")
-    session.run("pytest", "tests/test_make_tiny_hub_files.py", "tests/test_layer_plans.py", *session.posargs)
+    session.run(
+        "pytest", "tests/test_make_tiny_hub_files.py", "tests/test_layer_plans.py", *session.posargs
+    )
 
 
 @nox.session

@@ -24,8 +24,13 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 HUB_FILES = REPO.parent / "shared" / "hub-files"
-NAIVE_KNOBS = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
-               "num_key_value_heads": 2, "intermediate_size": 64}
+NAIVE_KNOBS = {
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "intermediate_size": 64,
+}
 MAX_REAL_PARAMS = 200_000_000
 
 
@@ -64,31 +69,53 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         build("llama", Path(tmp) / "warmup")  # first build pays transformers' imports
         rows = []
-        print(f"{'config':45s} {'tinykit bytes':>14s} {'s':>6s} | {'naive bytes':>14s} {'s':>6s} | ratio")
+        print(
+            f"{'config':45s} {'tinykit bytes':>14s} {'s':>6s} | {'naive bytes':>14s} {'s':>6s} | ratio"
+        )
         for folder in folders:
             name = f"{folder.parent.name}/{folder.name}"
             t = build(folder, Path(tmp) / "t" / name)
             nb, ns, note = naive(folder, Path(tmp) / "n" / name)
             ratio = nb / t.bytes if nb else float("nan")
             rows.append((name, t.bytes, t.seconds, nb, ns, ratio, note))
-            print(f"{name:45s} {t.bytes:>14,} {t.seconds:6.3f} | {nb:>14,}{note[:1] or ' '} {ns:6.2f} | "
-                  f"{ratio:8.1f}x {note if note.startswith('failed') else ''}")
+            print(
+                f"{name:45s} {t.bytes:>14,} {t.seconds:6.3f} | {nb:>14,}{note[:1] or ' '} {ns:6.2f} | "
+                f"{ratio:8.1f}x {note if note.startswith('failed') else ''}"
+            )
         cli = []
         for _ in range(args.cli_runs):
             started = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "tinykit", "make-tiny", str(HUB_FILES / "Qwen/Qwen3-30B-A3B"),
-                            "-o", str(Path(tmp) / "cli"), "--force"], check=True, capture_output=True)
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "tinykit",
+                    "make-tiny",
+                    str(HUB_FILES / "Qwen/Qwen3-30B-A3B"),
+                    "-o",
+                    str(Path(tmp) / "cli"),
+                    "--force",
+                ],
+                check=True,
+                capture_output=True,
+            )
             cli.append(time.perf_counter() - started)
     ratios = [r[5] for r in rows if r[3]]
     print()
     print(f"configs: {len(rows)}; naive recipe failed on {sum(1 for r in rows if not r[3])}")
-    print(f"median warm build: tinykit {statistics.median(r[2] for r in rows):.3f} s "
-          f"(max {max(r[2] for r in rows):.3f} s; goal <= 0.3 s), naive {statistics.median(r[4] for r in rows):.3f} s")
-    print(f"median size: tinykit {statistics.median(r[1] for r in rows):,.0f} B, "
-          f"naive {statistics.median(r[3] for r in rows if r[3]):,.0f} B")
+    print(
+        f"median warm build: tinykit {statistics.median(r[2] for r in rows):.3f} s "
+        f"(max {max(r[2] for r in rows):.3f} s; goal <= 0.3 s), naive {statistics.median(r[4] for r in rows):.3f} s"
+    )
+    print(
+        f"median size: tinykit {statistics.median(r[1] for r in rows):,.0f} B, "
+        f"naive {statistics.median(r[3] for r in rows if r[3]):,.0f} B"
+    )
     print(f"median size ratio naive/tinykit: {statistics.median(ratios):.1f}x (goal >= 10x)")
-    print(f"whole CLI call `tinykit make-tiny <local folder>`: "
-          f"{', '.join(f'{c:.2f}' for c in cli)} s (goal <= 5 s)")
+    print(
+        f"whole CLI call `tinykit make-tiny <local folder>`: "
+        f"{', '.join(f'{c:.2f}' for c in cli)} s (goal <= 5 s)"
+    )
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ import pytest
 import torch  # noqa: F401
 
 
-
 def _loopback(host: object) -> bool:
     if host in (None, "localhost", "") or not isinstance(host, str | bytes):
         return True

@@ -11,8 +11,13 @@ from conftest import HUB_FILES
 
 
 def tinykit(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "tinykit", *map(str, args)],
-                          capture_output=True, text=True, cwd=cwd, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "tinykit", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=300,
+    )
 
 
 def test_make_tiny_embedded_default_then_verify(tmp_path):
@@ -31,14 +36,22 @@ def test_make_tiny_embedded_default_then_verify(tmp_path):
 
 @pytest.mark.parametrize(
     ("args", "code", "message"),
-    [(["make-tiny", HUB_FILES / "THUDM/chatglm3-6b"], 2, "--trust-remote-code"),
-     (["make-tiny", "not-a-model"], 2, "is not a folder with config.json"),
-     (["make-tiny", "llama", "--hidden", "30"], 2, "hidden=30"),
-     (["make-tiny", "deepseek_v3", "--layers", "1"], 2, "cannot keep all 2 block types"),
-     (["verify", "no-such-dir"], 2, "has no config.json")],
+    [
+        (["make-tiny", HUB_FILES / "THUDM/chatglm3-6b"], 2, "--trust-remote-code"),
+        (["make-tiny", "not-a-model"], 2, "is not a folder with config.json"),
+        (["make-tiny", "llama", "--hidden", "30"], 2, "hidden=30"),
+        (["make-tiny", "deepseek_v3", "--layers", "1"], 2, "cannot keep all 2 block types"),
+        (["verify", "no-such-dir"], 2, "has no config.json"),
+    ],
 )
-def test_bad_input_gives_one_line_error_nonzero_exit_and_writes_nothing(tmp_path, args, code, message):
-    done = tinykit(*args, "-o", tmp_path / "out") if args[0] == "make-tiny" else tinykit(*args, cwd=tmp_path)
+def test_bad_input_gives_one_line_error_nonzero_exit_and_writes_nothing(
+    tmp_path, args, code, message
+):
+    done = (
+        tinykit(*args, "-o", tmp_path / "out")
+        if args[0] == "make-tiny"
+        else tinykit(*args, cwd=tmp_path)
+    )
     assert done.returncode == code
     assert message in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr

@@ -8,8 +8,9 @@ import pytest
 
 from tinykit import errors
 
-CLASSES = [c for c in vars(errors).values()
-           if isinstance(c, type) and issubclass(c, errors.TinykitError)]
+CLASSES = [
+    c for c in vars(errors).values() if isinstance(c, type) and issubclass(c, errors.TinykitError)
+]
 
 
 @pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__name__)

@@ -28,7 +28,12 @@ def test_deepseek_keeps_a_dense_and_an_moe_layer_and_recounts_the_dense_prefix()
     assert s.plans["."].kept == (0, 3)  # first_k_dense_replace = 3 in the source
     c = s.config
     assert (c.num_hidden_layers, c.first_k_dense_replace, c.moe_layer_freq) == (2, 1, 1)
-    assert c.n_routed_experts == 4 and c.num_experts_per_tok == 2 and c.n_group == 1 and c.topk_group == 1
+    assert (
+        c.n_routed_experts == 4
+        and c.num_experts_per_tok == 2
+        and c.n_group == 1
+        and c.topk_group == 1
+    )
     assert c.qk_head_dim == c.qk_nope_head_dim + c.qk_rope_head_dim  # MLA shrunk consistently
     assert c.kv_lora_rank <= 16 and c.q_lora_rank <= 16
 
@@ -40,7 +45,10 @@ def test_qwen2_5_vl_vision_keeps_a_window_and_a_full_attention_block():
     assert s.config.vision_config.depth == 2
     assert s.config.vision_config.out_hidden_size == s.config.text_config.hidden_size
     section = s.config.text_config.rope_parameters["mrope_section"]
-    assert sum(section) == s.config.text_config.hidden_size // s.config.text_config.num_attention_heads // 2
+    assert (
+        sum(section)
+        == s.config.text_config.hidden_size // s.config.text_config.num_attention_heads // 2
+    )
 
 
 def test_gemma3_keeps_per_layer_type_rope_parameters_keyed():

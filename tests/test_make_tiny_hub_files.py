@@ -55,12 +55,22 @@ def test_keeps_every_block_type_of_the_source(folder, built):
     assert tiny == source_block_types(folder)
 
 
-@pytest.mark.parametrize("name", ["Qwen/Qwen3-30B-A3B", "Qwen/Qwen3-Next-80B-A3B-Instruct",
-                                  "deepseek-ai/DeepSeek-R1", "mistralai/Mixtral-8x7B-v0.1",
-                                  "openai/gpt-oss-20b", "ibm-granite/granite-3.1-1b-a400m-instruct"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "Qwen/Qwen3-30B-A3B",
+        "Qwen/Qwen3-Next-80B-A3B-Instruct",
+        "deepseek-ai/DeepSeek-R1",
+        "mistralai/Mixtral-8x7B-v0.1",
+        "openai/gpt-oss-20b",
+        "ibm-granite/granite-3.1-1b-a400m-instruct",
+    ],
+)
 def test_moe_sources_keep_moe(name, built):
     config = json.loads((built[name].path / "config.json").read_text())
-    experts = [config[k] for k in ("num_experts", "num_local_experts", "n_routed_experts") if k in config]
+    experts = [
+        config[k] for k in ("num_experts", "num_local_experts", "n_routed_experts") if k in config
+    ]
     assert experts and 2 <= max(experts) <= 4
     routed = [config[k] for k in ("num_experts_per_tok",) if k in config]
     assert all(1 <= r <= max(experts) for r in routed)
@@ -68,12 +78,16 @@ def test_moe_sources_keep_moe(name, built):
 
 def test_deepseek_keeps_a_dense_and_an_moe_layer(built):
     kinds = tinykit.verify(built["deepseek-ai/DeepSeek-R1"].path).block_types["model.layers"]
-    assert any("mlp:DeepseekV3MLP" in k for k in kinds) and any("mlp:DeepseekV3MoE" in k for k in kinds)
+    assert any("mlp:DeepseekV3MLP" in k for k in kinds) and any(
+        "mlp:DeepseekV3MoE" in k for k in kinds
+    )
     assert len(kinds) == 2
 
 
 def test_qwen3_next_keeps_linear_and_full_attention(built):
-    config = json.loads((built["Qwen/Qwen3-Next-80B-A3B-Instruct"].path / "config.json").read_text())
+    config = json.loads(
+        (built["Qwen/Qwen3-Next-80B-A3B-Instruct"].path / "config.json").read_text()
+    )
     assert config["layer_types"] == ["linear_attention", "full_attention"]
     assert config["num_hidden_layers"] == 2
 
@@ -118,14 +132,20 @@ def test_remote_code_repo_fails_cleanly_and_writes_nothing(name, tmp_path):
 def test_faithful_mode_keeps_the_real_tokenizer_and_chat_template(tmp_path):
     import transformers
 
-    out = tinykit.make_tiny(HUB_FILES / "mistralai/Mistral-7B-Instruct-v0.3", tmp_path / "f", mode="faithful")
+    out = tinykit.make_tiny(
+        HUB_FILES / "mistralai/Mistral-7B-Instruct-v0.3", tmp_path / "f", mode="faithful"
+    )
     tokenizer = transformers.AutoTokenizer.from_pretrained(out)
     model = transformers.AutoModelForCausalLM.from_pretrained(out)
     assert model.config.vocab_size == len(tokenizer) == 32768
-    source = transformers.AutoTokenizer.from_pretrained(HUB_FILES / "mistralai/Mistral-7B-Instruct-v0.3")
+    source = transformers.AutoTokenizer.from_pretrained(
+        HUB_FILES / "mistralai/Mistral-7B-Instruct-v0.3"
+    )
     chat = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
     ids = tokenizer.apply_chat_template(chat, tokenize=True)
-    assert ids == source.apply_chat_template(chat, tokenize=True)  # real tokens, counted as the source does
+    assert ids == source.apply_chat_template(
+        chat, tokenize=True
+    )  # real tokens, counted as the source does
     assert model.config.bos_token_id == source.bos_token_id
     assert sum(p.numel() for p in model.model.layers.parameters()) < 100_000  # the body is tiny
 
@@ -136,8 +156,15 @@ def test_faithful_mode_of_a_bare_model_type_is_refused(tmp_path):
     assert not (tmp_path / "f").exists()
 
 
-@pytest.mark.parametrize("folder", [f for f in NATIVE if (f / "tokenizer_config.json").is_file()
-                                    or (f / "tokenizer.json").is_file()], ids=repo_id)
+@pytest.mark.parametrize(
+    "folder",
+    [
+        f
+        for f in NATIVE
+        if (f / "tokenizer_config.json").is_file() or (f / "tokenizer.json").is_file()
+    ],
+    ids=repo_id,
+)
 def test_whole_fixture_with_its_tokenizer_is_tiny_and_consistent(folder, built):
     import transformers
 

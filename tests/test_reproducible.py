@@ -27,7 +27,9 @@ def test_another_seed_gives_other_weights(tmp_path):
 
 
 def test_manifest_and_card_record_every_input(tmp_path):
-    out = tinykit.make_tiny(HUB_FILES / "Qwen/Qwen3-8B", tmp_path / "tiny", hidden=64, seed=7, dtype="bfloat16")
+    out = tinykit.make_tiny(
+        HUB_FILES / "Qwen/Qwen3-8B", tmp_path / "tiny", hidden=64, seed=7, dtype="bfloat16"
+    )
     manifest = json.loads((out / "tinykit.json").read_text())
     assert manifest["spec"]["hidden"] == 64 and manifest["seed"] == 7
     assert manifest["source"]["revision"].startswith("sha256:")

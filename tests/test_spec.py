@@ -16,10 +16,18 @@ from tinykit.shrink.spec import ShrinkSpec
 
 @pytest.mark.parametrize(
     ("kwargs", "field"),
-    [({"hidden": 30}, "hidden"), ({"heads": 4, "kv_heads": 3}, "kv_heads"), ({"vocab": 10}, "vocab"),
-     ({"experts": 1}, "experts"), ({"experts": 2, "experts_per_tok": 3}, "experts_per_tok"),
-     ({"dtype": "int8"}, "dtype"), ({"layers": 0}, "layers"), ({"hidden": 12, "heads": 4}, "hidden"),
-     ({"image_size": 30, "patch_size": 8}, "patch_size"), ({"seed": -1}, "seed")],
+    [
+        ({"hidden": 30}, "hidden"),
+        ({"heads": 4, "kv_heads": 3}, "kv_heads"),
+        ({"vocab": 10}, "vocab"),
+        ({"experts": 1}, "experts"),
+        ({"experts": 2, "experts_per_tok": 3}, "experts_per_tok"),
+        ({"dtype": "int8"}, "dtype"),
+        ({"layers": 0}, "layers"),
+        ({"hidden": 12, "heads": 4}, "hidden"),
+        ({"image_size": 30, "patch_size": 8}, "patch_size"),
+        ({"seed": -1}, "seed"),
+    ],
 )
 def test_out_of_bounds_values_name_the_field(kwargs, field):
     with pytest.raises(ShrinkConstraintError) as e:
@@ -39,18 +47,29 @@ def specs(draw):
     hidden = heads * 2 * draw(st.integers(1, 8))
     experts = draw(st.integers(2, 6))
     return dict(
-        hidden=hidden, heads=heads, kv_heads=draw(st.sampled_from([d for d in (1, 2, 4, 8) if heads % d == 0])),
-        intermediate=draw(st.integers(4, 96)), vocab=draw(st.integers(64, 2048)),
-        layers=draw(st.one_of(st.just("auto"), st.integers(1, 4))), experts=experts,
-        experts_per_tok=draw(st.integers(1, experts)), expert_intermediate=draw(st.integers(4, 64)),
-        max_positions=draw(st.integers(32, 1024)), window=draw(st.integers(2, 64)),
-        seed=draw(st.integers(0, 2**32 - 1)), dtype=draw(st.sampled_from(["float32", "bfloat16"])),
+        hidden=hidden,
+        heads=heads,
+        kv_heads=draw(st.sampled_from([d for d in (1, 2, 4, 8) if heads % d == 0])),
+        intermediate=draw(st.integers(4, 96)),
+        vocab=draw(st.integers(64, 2048)),
+        layers=draw(st.one_of(st.just("auto"), st.integers(1, 4))),
+        experts=experts,
+        experts_per_tok=draw(st.integers(1, experts)),
+        expert_intermediate=draw(st.integers(4, 64)),
+        max_positions=draw(st.integers(32, 1024)),
+        window=draw(st.integers(2, 64)),
+        seed=draw(st.integers(0, 2**32 - 1)),
+        dtype=draw(st.sampled_from(["float32", "bfloat16"])),
     )
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(folder=st.sampled_from(NATIVE), spec=specs())
-def test_any_spec_within_bounds_builds_a_working_model_or_fails_cleanly(folder, spec, tmp_path_factory):
+def test_any_spec_within_bounds_builds_a_working_model_or_fails_cleanly(
+    folder, spec, tmp_path_factory
+):
     import torch
     import transformers
 

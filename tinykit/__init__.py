@@ -18,15 +18,28 @@ _LAZY = {
     "make_tiny": "tinykit.shrink.build",
     "make_tiny_dataset": "tinykit.dataset.build",
     "make_tiny_tokenizer": "tinykit.shrink.tokenizer",
+    "run_distributed": "tinykit.dist.launch",
     "verify": "tinykit.shrink.verify",
     "ShrinkSpec": "tinykit.shrink.spec",
 }
 
-__all__ = sorted([*_LAZY, "errors", "__version__"])
+__all__ = [  # noqa: RUF022 (kept in the order of _LAZY, then the modules)
+    "HubServer",
+    "make_synthetic_dataset",
+    "make_tiny",
+    "make_tiny_dataset",
+    "make_tiny_tokenizer",
+    "run_distributed",
+    "verify",
+    "ShrinkSpec",
+    "errors",
+    "__version__",
+]
 
 if TYPE_CHECKING:
     from tinykit.dataset.build import make_tiny_dataset
     from tinykit.dataset.synthetic import make_synthetic_dataset
+    from tinykit.dist.launch import run_distributed
     from tinykit.hub_server import HubServer
     from tinykit.shrink.build import make_tiny
     from tinykit.shrink.spec import ShrinkSpec

@@ -19,7 +19,6 @@ from tinykit import __version__
 from tinykit.errors import TinykitError
 
 
-
 def command_modules() -> list[str]:
     return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
 

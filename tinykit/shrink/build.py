@@ -1,8 +1,8 @@
 """make_tiny: source -> shrunk config -> random weights -> an atomically written folder.
 
-    tinykit.make_tiny("qwen3_moe", "tiny-qwen3-moe")          # bare model_type: no network
-    tinykit.make_tiny("../shared/hub-files/Qwen/Qwen3-8B")    # a local folder
-    tinykit.make_tiny("Qwen/Qwen3-30B-A3B@main", hidden=64)   # a Hub id: config files only
+tinykit.make_tiny("qwen3_moe", "tiny-qwen3-moe")          # bare model_type: no network
+tinykit.make_tiny("../shared/hub-files/Qwen/Qwen3-8B")    # a local folder
+tinykit.make_tiny("Qwen/Qwen3-30B-A3B@main", hidden=64)   # a Hub id: config files only
 """
 
 from __future__ import annotations
@@ -33,11 +33,33 @@ TASK_MAPPINGS = (
     "MODEL_MAPPING_NAMES",
 )
 # Files copied from the source as they are (processor geometry is rewritten, see _copy_processor).
-PROCESSOR_FILES = ("preprocessor_config.json", "processor_config.json", "video_preprocessor_config.json")
-NOT_TOKENIZER = {"config.json", "generation_config.json", "README.md", "params.json", ".gitattributes",
-                 "tinykit.json", *PROCESSOR_FILES}
-WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".h5", ".msgpack", ".gguf", ".onnx", ".ckpt",
-                   ".index.json", ".py")
+PROCESSOR_FILES = (
+    "preprocessor_config.json",
+    "processor_config.json",
+    "video_preprocessor_config.json",
+)
+NOT_TOKENIZER = {
+    "config.json",
+    "generation_config.json",
+    "README.md",
+    "params.json",
+    ".gitattributes",
+    "tinykit.json",
+    *PROCESSOR_FILES,
+}
+WEIGHT_SUFFIXES = (
+    ".safetensors",
+    ".bin",
+    ".pt",
+    ".pth",
+    ".h5",
+    ".msgpack",
+    ".gguf",
+    ".onnx",
+    ".ckpt",
+    ".index.json",
+    ".py",
+)
 
 
 @dataclass
@@ -54,15 +76,28 @@ class BuildResult:
     pushed: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": str(self.path), "model_class": self.model_class, "params": self.params,
-                "bytes": self.bytes, "seconds": round(self.seconds, 3), "files": self.files,
-                "layers": self.layers, "pushed": self.pushed}
+        return {
+            "path": str(self.path),
+            "model_class": self.model_class,
+            "params": self.params,
+            "bytes": self.bytes,
+            "seconds": round(self.seconds, 3),
+            "files": self.files,
+            "layers": self.layers,
+            "pushed": self.pushed,
+        }
 
 
 def make_tiny(
-    source: str | Path, out: str | Path | None = None, *, revision: str | None = None,
-    force: bool = False, trust_remote_code: bool = False, recipes: tuple[str, ...] = (),
-    push_to_hub: str | None = None, **spec: Any,
+    source: str | Path,
+    out: str | Path | None = None,
+    *,
+    revision: str | None = None,
+    force: bool = False,
+    trust_remote_code: bool = False,
+    recipes: tuple[str, ...] = (),
+    push_to_hub: str | None = None,
+    **spec: Any,
 ) -> Path:
     """Build a tiny random model of `source` into `out` and return the folder.
 
@@ -80,14 +115,28 @@ def make_tiny(
         UsageError: bad source, spec or output folder. UnsupportedModelError: remote code or no
         model class. HubError: the Hub could not be read.
     """
-    return build(source, out, revision=revision, force=force, trust_remote_code=trust_remote_code,
-                 recipes=recipes, push_to_hub=push_to_hub, **spec).path
+    return build(
+        source,
+        out,
+        revision=revision,
+        force=force,
+        trust_remote_code=trust_remote_code,
+        recipes=recipes,
+        push_to_hub=push_to_hub,
+        **spec,
+    ).path
 
 
 def build(
-    source: str | Path, out: str | Path | None = None, *, revision: str | None = None,
-    force: bool = False, trust_remote_code: bool = False, recipes: tuple[str, ...] = (),
-    push_to_hub: str | None = None, **spec_kwargs: Any,
+    source: str | Path,
+    out: str | Path | None = None,
+    *,
+    revision: str | None = None,
+    force: bool = False,
+    trust_remote_code: bool = False,
+    recipes: tuple[str, ...] = (),
+    push_to_hub: str | None = None,
+    **spec_kwargs: Any,
 ) -> BuildResult:
     """make_tiny, returning the full BuildResult (params, bytes, time, file hashes)."""
     started = time.perf_counter()
@@ -95,7 +144,9 @@ def build(
     src = resolve(source, revision, trust_remote_code)
     target = Path(out) if out is not None else Path(f"tiny-{src.short_name}")
     if target.exists() and not force:
-        raise UsageError(f"output folder {target} already exists. Pass --force to replace it, or pick another -o.")
+        raise UsageError(
+            f"output folder {target} already exists. Pass --force to replace it, or pick another -o."
+        )
     tmp = target.parent / f".{target.name}.tmp-tinykit"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -116,23 +167,32 @@ def build(
     return result
 
 
-def _build_into(tmp: Path, src: Source, spec: ShrinkSpec, recipes: tuple[str, ...],
-                trust_remote_code: bool) -> BuildResult:
+def _build_into(
+    tmp: Path, src: Source, spec: ShrinkSpec, recipes: tuple[str, ...], trust_remote_code: bool
+) -> BuildResult:
     import torch
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # keep CLI output to tinykit's one line
     remote = src.folder if trust_remote_code and "auto_map" in src.config else None
     tokenizer = _make_tokenizer(src, spec, tmp)
-    shrunk = shrink_config(src.config, spec, recipes=recipes, remote_code=remote,
-                           vocab=tokenizer.vocab_size if tokenizer else None,
-                           token_ids=tokenizer.id_map if tokenizer else None)
+    shrunk = shrink_config(
+        src.config,
+        spec,
+        recipes=recipes,
+        remote_code=remote,
+        vocab=tokenizer.vocab_size if tokenizer else None,
+        token_ids=tokenizer.id_map if tokenizer else None,
+    )
     cls = model_class(src, shrunk.config, remote is not None)
     config = shrunk.config if remote else config_for(cls, shrunk.config)
     dtype = getattr(torch, spec.dtype)
     torch.manual_seed(spec.seed)
-    model = cls._from_config(config, dtype=torch.float32) if remote is None else \
-        cls.from_config(config, trust_remote_code=True)
+    model = (
+        cls._from_config(config, dtype=torch.float32)
+        if remote is None
+        else cls.from_config(config, trust_remote_code=True)
+    )
     model = model.to(dtype)
     _attach_generation_config(model, src, spec, tokenizer.id_map if tokenizer else None)
     model.save_pretrained(tmp)
@@ -150,8 +210,11 @@ def model_class(src: Source, config: Any, remote: bool) -> Any:
     from transformers.models.auto import modeling_auto
 
     if remote:
-        return transformers.AutoModelForCausalLM if "AutoModelForCausalLM" in src.config["auto_map"] \
+        return (
+            transformers.AutoModelForCausalLM
+            if "AutoModelForCausalLM" in src.config["auto_map"]
             else transformers.AutoModel
+        )
     for arch in src.config.get("architectures") or []:
         if hasattr(transformers, arch):
             return getattr(transformers, arch)
@@ -161,7 +224,8 @@ def model_class(src: Source, config: Any, remote: bool) -> Any:
             return getattr(transformers, name)
     raise UnsupportedModelError(
         f"{src.name}: no transformers model class for model_type {config.model_type!r}. "
-        f"Name one in config.json 'architectures'.", model_type=config.model_type,
+        f"Name one in config.json 'architectures'.",
+        model_type=config.model_type,
     )
 
 
@@ -196,7 +260,9 @@ def _takes_text(src: Source) -> bool:
     return config is not None and getattr(config.get_text_config(), "vocab_size", None) is not None
 
 
-def _attach_generation_config(model: Any, src: Source, spec: ShrinkSpec, token_ids: dict[int, int] | None) -> None:
+def _attach_generation_config(
+    model: Any, src: Source, spec: ShrinkSpec, token_ids: dict[int, int] | None
+) -> None:
     """Carry the source's generation_config.json over, with its token ids kept inside the vocab."""
     path = src.folder / "generation_config.json" if src.folder else None
     if path is None or not path.is_file():
@@ -227,7 +293,11 @@ def _copy_processor(src: Source, shrunk: ShrunkConfig, tmp: Path) -> None:
                     data[key] = {k: size for k in data[key]}
                 elif isinstance(data.get(key), int):
                     data[key] = size
-        if isinstance(patch, int) and isinstance(data.get("patch_size"), int) and isinstance(size, int):
+        if (
+            isinstance(patch, int)
+            and isinstance(data.get("patch_size"), int)
+            and isinstance(size, int)
+        ):
             data["patch_size"] = patch
         (tmp / name).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
@@ -240,7 +310,11 @@ def _copy_tokenizer(src: Source, tmp: Path) -> None:
             f"none. Use a folder or Hub id as the source, or --mode tiny."
         )
     for path in sorted(src.folder.iterdir()):
-        if path.is_file() and path.name not in NOT_TOKENIZER and not path.name.endswith(WEIGHT_SUFFIXES):
+        if (
+            path.is_file()
+            and path.name not in NOT_TOKENIZER
+            and not path.name.endswith(WEIGHT_SUFFIXES)
+        ):
             shutil.copyfile(path, tmp / path.name)
 
 

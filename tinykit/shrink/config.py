@@ -61,13 +61,19 @@ def load_config(raw: dict[str, Any], remote_code: Path | None = None) -> Any:
     except Exception as e:  # transformers raises many kinds on a malformed config
         raise UnsupportedModelError(
             f"config.json of model_type {raw['model_type']!r} does not load with {cls.__name__}: {e}. "
-            f"Check the file, or the transformers version it needs.", model_type=raw["model_type"],
+            f"Check the file, or the transformers version it needs.",
+            model_type=raw["model_type"],
         ) from e
 
 
 def shrink_config(
-    raw: dict[str, Any], spec: ShrinkSpec, *, vocab: int | None = None,
-    token_ids: dict[int, int] | None = None, keep_depth: bool = False, recipes: tuple[str, ...] = (),
+    raw: dict[str, Any],
+    spec: ShrinkSpec,
+    *,
+    vocab: int | None = None,
+    token_ids: dict[int, int] | None = None,
+    keep_depth: bool = False,
+    recipes: tuple[str, ...] = (),
     remote_code: Path | None = None,
 ) -> ShrunkConfig:
     """Shrink `raw` (a config.json dict) to `spec`.
@@ -99,7 +105,9 @@ def shrink_config(
         raise ShrinkConstraintError(
             f"the shrunk {raw['model_type']} config is invalid: {e}. Try other sizes, or add a recipe "
             f"(recipes/*.toml, or --recipe PATH) that sets the field it names.",
-            field="config", value=raw["model_type"], constraint=str(e),
+            field="config",
+            value=raw["model_type"],
+            constraint=str(e),
         ) from e
     return ShrunkConfig(config, plans, tuple(sorted(used)))
 
@@ -115,7 +123,9 @@ class _Context:
     remote_code: bool
 
 
-def _shrink_node(full: dict[str, Any], base: dict[str, Any], path: str, ctx: _Context) -> dict[str, Any]:
+def _shrink_node(
+    full: dict[str, Any], base: dict[str, Any], path: str, ctx: _Context
+) -> dict[str, Any]:
     """Shrink one (sub)config: writes overrides into `base`, returns the node's shrunk values."""
     recipe = recipe_for(full.get("model_type") or "", ctx.recipes)
     ctx.used.update(recipe.sources)
@@ -129,14 +139,27 @@ def _shrink_node(full: dict[str, Any], base: dict[str, Any], path: str, ctx: _Co
     overrides = _knob_values(full, recipe, ctx)
     layer_keys = [k for k in recipe.knobs["layers"] if _is_int(full.get(k))]
     if layer_keys and not ctx.keep_depth:
-        plan = plan_layers(full, layer_keys[0], recipe.layer_fields, ctx.spec.layers,
-                           f"'{path or full.get('model_type')}'")
+        plan = plan_layers(
+            full,
+            layer_keys[0],
+            recipe.layer_fields,
+            ctx.spec.layers,
+            f"'{path or full.get('model_type')}'",
+        )
         ctx.plans[path or "."] = plan
         overrides.update(plan.fields)
         for key in plan.keyed:  # per-layer overrides of a size are shrunk like the size itself
-            overrides[key] = {layer: {**entry, **{k: v for k, v in _knob_values({**full, **entry}, recipe, ctx).items()
-                                                   if k in entry}}
-                              for layer, entry in overrides[key].items()}
+            overrides[key] = {
+                layer: {
+                    **entry,
+                    **{
+                        k: v
+                        for k, v in _knob_values({**full, **entry}, recipe, ctx).items()
+                        if k in entry
+                    },
+                }
+                for layer, entry in overrides[key].items()
+            }
         for key in recipe.knobs["other_layers"]:
             if _is_int(full.get(key)):
                 overrides[key] = min(full[key], len(plan.kept))
@@ -165,10 +188,14 @@ def _divisor_at_most(n: int, limit: int, even_quotient: bool = True) -> int:
 
 def _knob_values(full: dict[str, Any], recipe: Recipe, ctx: _Context) -> dict[str, Any]:
     spec, out = ctx.spec, {}
-    knob_keys = {knob: [k for k in keys if _is_int(full.get(k))] for knob, keys in recipe.knobs.items()}
+    knob_keys = {
+        knob: [k for k in keys if _is_int(full.get(k))] for knob, keys in recipe.knobs.items()
+    }
     # Where a class leaves these None its model cannot be built: give them their tiny value.
     for knob in ("vocab", "head_dim", "kv_heads", "experts_per_tok"):
-        knob_keys[knob] = [k for k in recipe.knobs[knob] if k in full and (full[k] is None or _is_int(full[k]))]
+        knob_keys[knob] = [
+            k for k in recipe.knobs[knob] if k in full and (full[k] is None or _is_int(full[k]))
+        ]
     width = min([full[k] for k in knob_keys["width"]] + [spec.hidden])
     heads_src = full[knob_keys["heads"][0]] if knob_keys["heads"] else None
     heads = _divisor_at_most(width, min(spec.heads, heads_src or spec.heads))
@@ -181,8 +208,11 @@ def _knob_values(full: dict[str, Any], recipe: Recipe, ctx: _Context) -> dict[st
             elif knob == "heads":
                 out[key] = heads
             elif knob == "kv_heads":
-                out[key] = heads if v is None or heads_src is not None and v >= heads_src else \
-                    _divisor_at_most(heads, min(v, spec.kv_heads), even_quotient=False)
+                out[key] = (
+                    heads
+                    if v is None or heads_src is not None and v >= heads_src
+                    else _divisor_at_most(heads, min(v, spec.kv_heads), even_quotient=False)
+                )
             elif knob == "head_dim":
                 out[key] = width // heads
             elif knob == "intermediate":
@@ -205,7 +235,12 @@ def _knob_values(full: dict[str, Any], recipe: Recipe, ctx: _Context) -> dict[st
                 out[key] = min(v, spec.patch_size)
     for key in knob_keys["experts_per_tok"]:
         if full[key] is not None or experts:
-            out[key] = max(1, min(full[key] or spec.experts_per_tok, spec.experts_per_tok, experts or spec.experts))
+            out[key] = max(
+                1,
+                min(
+                    full[key] or spec.experts_per_tok, spec.experts_per_tok, experts or spec.experts
+                ),
+            )
     for key, cap in recipe.cap.items():
         if _is_int(full.get(key)):
             out[key] = min(full[key], cap)
@@ -217,9 +252,22 @@ def _shrink_rope(merged: dict[str, Any], overrides: dict[str, Any]) -> None:
     rope = merged.get("rope_parameters") or merged.get("rope_scaling")
     if not isinstance(rope, dict):
         return
-    heads = next((merged[k] for k in ("num_attention_heads", "n_head", "num_heads") if _is_int(merged.get(k))), None)
-    width = next((merged[k] for k in ("hidden_size", "d_model", "n_embd") if _is_int(merged.get(k))), None)
-    head_dim = merged.get("head_dim") if _is_int(merged.get("head_dim")) else (width // heads if width and heads else None)
+    heads = next(
+        (
+            merged[k]
+            for k in ("num_attention_heads", "n_head", "num_heads")
+            if _is_int(merged.get(k))
+        ),
+        None,
+    )
+    width = next(
+        (merged[k] for k in ("hidden_size", "d_model", "n_embd") if _is_int(merged.get(k))), None
+    )
+    head_dim = (
+        merged.get("head_dim")
+        if _is_int(merged.get("head_dim"))
+        else (width // heads if width and heads else None)
+    )
     if head_dim is None:
         return
     rope = copy.deepcopy(rope)
@@ -238,17 +286,27 @@ def _split_like(parts: list[int], total: int) -> list[int]:
     if total < n:
         raise ShrinkConstraintError(
             f"mrope_section {parts} needs head_dim/2 >= {n}, got {total}. Use a larger --hidden or fewer --heads.",
-            field="hidden", value=total * 2, constraint=f"head_dim >= {2 * n}",
+            field="hidden",
+            value=total * 2,
+            constraint=f"head_dim >= {2 * n}",
         )
     scaled = [p * (total - n) / sum(parts) for p in parts]
     out = [1 + math.floor(s) for s in scaled]
-    for i in sorted(range(n), key=lambda i: scaled[i] - math.floor(scaled[i]), reverse=True)[: total - sum(out)]:
+    for i in sorted(range(n), key=lambda i: scaled[i] - math.floor(scaled[i]), reverse=True)[
+        : total - sum(out)
+    ]:
         out[i] += 1
     return out
 
 
-_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-        ast.FloorDiv: operator.floordiv, ast.Pow: operator.pow, ast.Mod: operator.mod}
+_OPS = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.FloorDiv: operator.floordiv,
+    ast.Pow: operator.pow,
+    ast.Mod: operator.mod,
+}
 
 
 def _evaluate(expr: str, node: dict[str, Any], where: str) -> Any:
@@ -272,7 +330,9 @@ def _evaluate(expr: str, node: dict[str, Any], where: str) -> Any:
     except (KeyError, ValueError, TypeError, SyntaxError, ZeroDivisionError) as e:
         raise ShrinkConstraintError(
             f"recipe [derive] {where} = {expr!r} cannot be computed: {e!r}. Fix the recipe expression.",
-            field=where, value=expr, constraint="computable expression",
+            field=where,
+            value=expr,
+            constraint="computable expression",
         ) from e
 
 
@@ -281,10 +341,16 @@ _TOKEN_SUFFIXES = ("_token_id", "_token_ids", "_token_index", "_id_token")
 
 def is_token_key(key: str) -> bool:
     """Keys holding token ids: `*_token_id(s)`, `*_token_index`, suppress lists, `*_to_id` tables."""
-    return key.endswith(_TOKEN_SUFFIXES) or key.endswith("_to_id") or key in ("suppress_tokens", "begin_suppress_tokens")
+    return (
+        key.endswith(_TOKEN_SUFFIXES)
+        or key.endswith("_to_id")
+        or key in ("suppress_tokens", "begin_suppress_tokens")
+    )
 
 
-def remap_token_ids(tree: dict[str, Any], vocab: int, token_ids: dict[int, int] | None = None) -> None:
+def remap_token_ids(
+    tree: dict[str, Any], vocab: int, token_ids: dict[int, int] | None = None
+) -> None:
     """Keep every special-token id < vocab: mapped through `token_ids`, else onto the vocab's top.
 
     Ids already below `vocab` and absent from `token_ids` keep their value; distinct ids at or
@@ -307,7 +373,13 @@ def remap_token_ids(tree: dict[str, Any], vocab: int, token_ids: dict[int, int] 
 def _token_values(tree: dict[str, Any]):
     for key, value in tree.items():
         if isinstance(key, str) and is_token_key(key):
-            values = value.values() if isinstance(value, dict) else value if isinstance(value, list) else [value]
+            values = (
+                value.values()
+                if isinstance(value, dict)
+                else value
+                if isinstance(value, list)
+                else [value]
+            )
             yield from (v for v in values if _is_int(v))
         elif isinstance(value, dict):
             yield from _token_values(value)

@@ -38,13 +38,18 @@ class LayerPlan:
 
 def _per_layer_lists(node: dict[str, Any], depth: int) -> list[str]:
     return [
-        k for k, v in node.items()
-        if isinstance(v, list) and depth >= 2 and len(v) == depth
+        k
+        for k, v in node.items()
+        if isinstance(v, list)
+        and depth >= 2
+        and len(v) == depth
         and all(isinstance(x, str | int | float | bool) or x is None for x in v)
     ]
 
 
-def _present(node: dict[str, Any], keys: tuple[str, ...], kind: type | tuple[type, ...]) -> list[str]:
+def _present(
+    node: dict[str, Any], keys: tuple[str, ...], kind: type | tuple[type, ...]
+) -> list[str]:
     return [k for k in keys if isinstance(node.get(k), kind) and not isinstance(node.get(k), bool)]
 
 
@@ -55,19 +60,30 @@ def _period(kind: str, i: int, p: int) -> bool:
 
 
 def plan_layers(
-    node: dict[str, Any], depth_key: str, layer_fields: dict[str, tuple[str, ...]],
-    layers: int | str, where: str,
+    node: dict[str, Any],
+    depth_key: str,
+    layer_fields: dict[str, tuple[str, ...]],
+    layers: int | str,
+    where: str,
 ) -> LayerPlan:
     """Choose the kept layers of the stack whose depth is `node[depth_key]` and rewrite its fields."""
     depth = node[depth_key]
     lists = _per_layer_lists(node, depth)
     index_lists = _present(node, layer_fields["index_lists"], list)
     prefixes = _present(node, layer_fields["prefix_counts"], int)
-    periods = [(kind, k) for kind in ("periods_end", "periods_start")
-               for k in _present(node, layer_fields[kind], int)]
-    periods += [("offset", (p, o)) for p, o in layer_fields["period_offsets"]
-                if _is_int(node.get(p)) and _is_int(node.get(o)) and node[p] > 0]
-    cyclic = [k for k in _present(node, layer_fields["cyclic_lists"], list) if k not in lists and node[k]]
+    periods = [
+        (kind, k)
+        for kind in ("periods_end", "periods_start")
+        for k in _present(node, layer_fields[kind], int)
+    ]
+    periods += [
+        ("offset", (p, o))
+        for p, o in layer_fields["period_offsets"]
+        if _is_int(node.get(p)) and _is_int(node.get(o)) and node[p] > 0
+    ]
+    cyclic = [
+        k for k in _present(node, layer_fields["cyclic_lists"], list) if k not in lists and node[k]
+    ]
     keyed = _layer_keyed_dicts(node, depth)
 
     def signature(i: int) -> tuple[Any, ...]:
@@ -92,7 +108,9 @@ def plan_layers(
             raise ShrinkConstraintError(
                 f"--layers {layers} cannot keep all {len(kept)} block types of {where} "
                 f"(first layers of each: {kept}). Use --layers auto or --layers {len(kept)} or more.",
-                field="layers", value=layers, constraint=f">= {len(kept)} distinct block types",
+                field="layers",
+                value=layers,
+                constraint=f">= {len(kept)} distinct block types",
             )
         want = int(layers)
     want = min(want, depth)
@@ -105,8 +123,16 @@ def plan_layers(
         assert fields is not None
     fields.update({k: [node[k][i] for i in kept] for k in lists})
     fields.update({k: [node[k][i % len(node[k])] for i in kept] for k in cyclic})
-    fields.update({k: {type(next(iter(node[k])))(j): _at(node[k], i) for j, i in enumerate(kept)
-                       if _at(node[k], i) is not None} for k in keyed})
+    fields.update(
+        {
+            k: {
+                type(next(iter(node[k])))(j): _at(node[k], i)
+                for j, i in enumerate(kept)
+                if _at(node[k], i) is not None
+            }
+            for k in keyed
+        }
+    )
     fields.update({k: [j for j, i in enumerate(kept) if i in node[k]] for k in index_lists})
     fields.update({k: sum(1 for i in kept if i < node[k]) for k in prefixes})
     fields[depth_key] = len(kept)
@@ -119,8 +145,13 @@ def _is_int(value: Any) -> bool:
 
 def _layer_keyed_dicts(node: dict[str, Any], depth: int) -> list[str]:
     """Dicts keyed by layer index (`per_layer_config = {"5": {...}}`): per-layer overrides."""
-    return [k for k, v in node.items() if isinstance(v, dict) and v
-            and all(str(x).isdigit() and int(x) < depth and isinstance(y, dict) for x, y in v.items())]
+    return [
+        k
+        for k, v in node.items()
+        if isinstance(v, dict)
+        and v
+        and all(str(x).isdigit() and int(x) < depth and isinstance(y, dict) for x, y in v.items())
+    ]
 
 
 def _at(table: dict[Any, Any], i: int) -> Any:
@@ -133,15 +164,21 @@ def _predicate(node: dict[str, Any], kind: str, key: Any, i: int) -> bool:
     return _period(kind, i, node[key])
 
 
-def _rewrite(node: dict[str, Any], kept: list[int], periods: list[tuple[str, Any]]) -> dict[str, Any] | None:
+def _rewrite(
+    node: dict[str, Any], kept: list[int], periods: list[tuple[str, Any]]
+) -> dict[str, Any] | None:
     """New values for the period fields so that kept layer j keeps its source predicate, if any exist."""
     fields: dict[str, Any] = {}
     n = len(kept)
     for kind, key in periods:
         want = [_predicate(node, kind, key, i) for i in kept]
         if kind == "offset":
-            pairs = [(p, o) for p in range(1, n + 2) for o in range(p)
-                     if [j % p == o for j in range(n)] == want]
+            pairs = [
+                (p, o)
+                for p in range(1, n + 2)
+                for o in range(p)
+                if [j % p == o for j in range(n)] == want
+            ]
             if not pairs:
                 return None
             fields[key[0]], fields[key[1]] = pairs[0]

@@ -53,16 +53,26 @@ def sha256(path: Path) -> str:
 
 
 def file_table(folder: Path) -> dict[str, dict[str, Any]]:
-    return {p.name: {"bytes": p.stat().st_size, "sha256": sha256(p)}
-            for p in sorted(folder.iterdir()) if p.is_file()}
+    return {
+        p.name: {"bytes": p.stat().st_size, "sha256": sha256(p)}
+        for p in sorted(folder.iterdir())
+        if p.is_file()
+    }
 
 
-def write(folder: Path, src: Source, spec: ShrinkSpec, result: BuildResult, recipes: tuple[str, ...]) -> None:
+def write(
+    folder: Path, src: Source, spec: ShrinkSpec, result: BuildResult, recipes: tuple[str, ...]
+) -> None:
     command = rebuild_command(src, spec, recipes)
     (folder / "README.md").write_text(_card(src, spec, result, command))
     manifest = {
         "command": command,
-        "source": {"kind": src.kind, "name": src.name, "revision": src.revision, "model_type": src.model_type},
+        "source": {
+            "kind": src.kind,
+            "name": src.name,
+            "revision": src.revision,
+            "model_type": src.model_type,
+        },
         "spec": spec.to_dict(),
         "seed": spec.seed,
         "versions": versions(),

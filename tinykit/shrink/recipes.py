@@ -62,11 +62,15 @@ def _read(path: Path) -> dict[str, Any]:
 def _load(extra: tuple[str, ...]) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]:
     folder = recipes_dir()
     generic = _read(folder / "_generic.toml")
-    families = [(p.name, _read(p)) for p in sorted(folder.glob("*.toml")) if not p.name.startswith("_")]
+    families = [
+        (p.name, _read(p)) for p in sorted(folder.glob("*.toml")) if not p.name.startswith("_")
+    ]
     for path in extra:
         data = _read(Path(path))
         if "model_types" not in data:
-            raise UsageError(f"recipe {path} has no `model_types` list. Add e.g. model_types = [\"llama\"].")
+            raise UsageError(
+                f'recipe {path} has no `model_types` list. Add e.g. model_types = ["llama"].'
+            )
         families.append((path, data))
     return generic, families
 
@@ -85,7 +89,9 @@ def recipe_for(model_type: str, extra: tuple[str, ...] = ()) -> Recipe:
         sources.append(name)
         for knob, keys in data.get("aliases", {}).items():
             if knob not in knobs:
-                raise UsageError(f"recipe {name}: unknown knob {knob!r} in [aliases]. Known: {', '.join(knobs)}.")
+                raise UsageError(
+                    f"recipe {name}: unknown knob {knob!r} in [aliases]. Known: {', '.join(knobs)}."
+                )
             knobs[knob] = [*keys, *knobs[knob]]
         cap.update(data.get("cap", {}))
         fixed.update(data.get("set", {}))
@@ -94,5 +100,8 @@ def recipe_for(model_type: str, extra: tuple[str, ...] = ()) -> Recipe:
         knobs={k: tuple(v) for k, v in knobs.items()},
         layer_fields={k: tuple(v) for k, v in generic["layer_fields"].items()},
         drop=tuple(generic["drop"]["keys"]),
-        cap=cap, set=fixed, derive=derive, sources=tuple(sources),
+        cap=cap,
+        set=fixed,
+        derive=derive,
+        sources=tuple(sources),
     )

@@ -34,7 +34,9 @@ class Source:
         return re.sub(r"[^\w.-]+", "-", self.name.split("@")[0].rstrip("/").split("/")[-1]).lower()
 
 
-def resolve(source: str | Path, revision: str | None = None, trust_remote_code: bool = False) -> Source:
+def resolve(
+    source: str | Path, revision: str | None = None, trust_remote_code: bool = False
+) -> Source:
     """Find the config of `source`; Hub ids download config/tokenizer/processor files only."""
     text = str(source)
     path = Path(text).expanduser()
@@ -43,12 +45,20 @@ def resolve(source: str | Path, revision: str | None = None, trust_remote_code: 
     elif "/" not in text and _is_model_type(text):
         import transformers
 
-        src = Source("model_type", text, None, {"model_type": text}, f"transformers-{transformers.__version__}")
+        src = Source(
+            "model_type",
+            text,
+            None,
+            {"model_type": text},
+            f"transformers-{transformers.__version__}",
+        )
     elif HUB_ID.match(text) and not path.exists():
         repo_id, _, at = text.partition("@")
         from tinykit import hub
 
-        folder, sha = hub.download_source(repo_id, revision or at or None, include_code=trust_remote_code)
+        folder, sha = hub.download_source(
+            repo_id, revision or at or None, include_code=trust_remote_code
+        )
         src = _from_folder(folder, text, revision=sha, kind="hub")
     else:
         raise UsageError(
@@ -68,13 +78,17 @@ def _is_model_type(name: str) -> bool:
 def _from_folder(folder: Path, name: str, revision: str | None, kind: str = "folder") -> Source:
     config_file = folder / "config.json"
     if not config_file.is_file():
-        raise UsageError(f"{folder} has no config.json. Point at a model folder as saved by save_pretrained.")
+        raise UsageError(
+            f"{folder} has no config.json. Point at a model folder as saved by save_pretrained."
+        )
     try:
         config = json.loads(config_file.read_text())
     except (OSError, json.JSONDecodeError) as e:
         raise UsageError(f"{config_file} is not valid JSON ({e}). Fix or replace the file.") from e
     if not isinstance(config, dict) or not config.get("model_type"):
-        raise UsageError(f"{config_file} has no model_type. Add the \"model_type\" key the model's class expects.")
+        raise UsageError(
+            f'{config_file} has no model_type. Add the "model_type" key the model\'s class expects.'
+        )
     return Source(kind, name, folder, config, revision or folder_digest(folder))  # type: ignore[arg-type]
 
 
@@ -93,7 +107,8 @@ def check_native(src: Source, trust_remote_code: bool) -> None:
     if "auto_map" not in src.config:
         raise UnsupportedModelError(
             f"{src.name}: model_type {src.model_type!r} is unknown to transformers and the config has no "
-            f"auto_map. Upgrade transformers, or fix config.json.", model_type=src.model_type,
+            f"auto_map. Upgrade transformers, or fix config.json.",
+            model_type=src.model_type,
         )
     if not trust_remote_code:
         raise UnsupportedModelError(
@@ -101,11 +116,18 @@ def check_native(src: Source, trust_remote_code: bool) -> None:
             f"which tinykit does not run by default. Read that code, then pass --trust-remote-code.",
             model_type=src.model_type,
         )
-    missing = sorted({ref.split(".")[0] + ".py" for ref in src.config["auto_map"].values()
-                      if isinstance(ref, str) and "--" not in ref
-                      and not (src.folder and (src.folder / (ref.split(".")[0] + ".py")).is_file())})
+    missing = sorted(
+        {
+            ref.split(".")[0] + ".py"
+            for ref in src.config["auto_map"].values()
+            if isinstance(ref, str)
+            and "--" not in ref
+            and not (src.folder and (src.folder / (ref.split(".")[0] + ".py")).is_file())
+        }
+    )
     if missing:
         raise UnsupportedModelError(
             f"{src.name}: --trust-remote-code needs {', '.join(missing)} beside config.json, and they are "
-            f"missing. Add the repository's Python files to the folder.", model_type=src.model_type,
+            f"missing. Add the repository's Python files to the folder.",
+            model_type=src.model_type,
         )

@@ -51,10 +51,19 @@ class ShrinkSpec:
 
     def __post_init__(self) -> None:
         bounds = {
-            "hidden": (8, 1024), "heads": (1, 64), "kv_heads": (1, 64), "intermediate": (4, 4096),
-            "vocab": (64, 65536), "experts": (2, 64), "experts_per_tok": (1, 64),
-            "expert_intermediate": (4, 4096), "max_positions": (32, 65536), "window": (2, 65536),
-            "image_size": (8, 1024), "patch_size": (1, 1024), "seed": (0, 2**32 - 1),
+            "hidden": (8, 1024),
+            "heads": (1, 64),
+            "kv_heads": (1, 64),
+            "intermediate": (4, 4096),
+            "vocab": (64, 65536),
+            "experts": (2, 64),
+            "experts_per_tok": (1, 64),
+            "expert_intermediate": (4, 4096),
+            "max_positions": (32, 65536),
+            "window": (2, 65536),
+            "image_size": (8, 1024),
+            "patch_size": (1, 1024),
+            "seed": (0, 2**32 - 1),
         }
         if self.layers != "auto":
             bounds["layers"] = (1, 64)
@@ -64,17 +73,39 @@ class ShrinkSpec:
                 _fail(name, value, f"must be an integer in [{lo}, {hi}]")
         _check(self.dtype in DTYPES, "dtype", self.dtype, f"must be one of {', '.join(DTYPES)}")
         _check(self.mode in MODES, "mode", self.mode, f"must be one of {', '.join(MODES)}")
-        _check(self.heads <= self.hidden, "heads", self.heads, f"must not exceed hidden={self.hidden}")
-        _check(self.hidden % self.heads == 0, "hidden", self.hidden,
-               f"must be a multiple of heads={self.heads} (e.g. {self.heads * max(1, self.hidden // self.heads)})")
-        _check(self.kv_heads <= self.heads and self.heads % self.kv_heads == 0, "kv_heads",
-               self.kv_heads, f"must divide heads={self.heads}")
-        _check((self.hidden // self.heads) % 2 == 0, "hidden", self.hidden,
-               f"hidden/heads={self.hidden / self.heads:g} must be even (RoPE rotates pairs)")
-        _check(self.experts_per_tok <= self.experts, "experts_per_tok", self.experts_per_tok,
-               f"must not exceed experts={self.experts}")
-        _check(self.patch_size <= self.image_size and self.image_size % self.patch_size == 0,
-               "patch_size", self.patch_size, f"must divide image_size={self.image_size}")
+        _check(
+            self.heads <= self.hidden, "heads", self.heads, f"must not exceed hidden={self.hidden}"
+        )
+        _check(
+            self.hidden % self.heads == 0,
+            "hidden",
+            self.hidden,
+            f"must be a multiple of heads={self.heads} (e.g. {self.heads * max(1, self.hidden // self.heads)})",
+        )
+        _check(
+            self.kv_heads <= self.heads and self.heads % self.kv_heads == 0,
+            "kv_heads",
+            self.kv_heads,
+            f"must divide heads={self.heads}",
+        )
+        _check(
+            (self.hidden // self.heads) % 2 == 0,
+            "hidden",
+            self.hidden,
+            f"hidden/heads={self.hidden / self.heads:g} must be even (RoPE rotates pairs)",
+        )
+        _check(
+            self.experts_per_tok <= self.experts,
+            "experts_per_tok",
+            self.experts_per_tok,
+            f"must not exceed experts={self.experts}",
+        )
+        _check(
+            self.patch_size <= self.image_size and self.image_size % self.patch_size == 0,
+            "patch_size",
+            self.patch_size,
+            f"must divide image_size={self.image_size}",
+        )
 
     @property
     def head_dim(self) -> int:
@@ -88,7 +119,9 @@ class ShrinkSpec:
         if unknown:
             raise ShrinkConstraintError(
                 f"unknown shrink option(s) {', '.join(unknown)}. Valid options: {', '.join(sorted(names))}.",
-                field=unknown[0], value=kwargs[unknown[0]], constraint="known option",
+                field=unknown[0],
+                value=kwargs[unknown[0]],
+                constraint="known option",
             )
         return cls(**{k: v for k, v in kwargs.items() if v is not None})
 
@@ -105,5 +138,7 @@ def _fail(field: str, value: object, constraint: str) -> None:
     raise ShrinkConstraintError(
         f"shrink option {field}={value!r} {constraint}. Pass a value that satisfies it "
         f"(see `tinykit make-tiny --help`).",
-        field=field, value=value, constraint=constraint,
+        field=field,
+        value=value,
+        constraint=constraint,
     )

@@ -28,8 +28,8 @@ CORPUS = (
     "".join(chr(c) for c in range(32, 127)),
 )
 
-# Model types whose AutoTokenizer entry is None or generic: train a Llama-style
-# byte-fallback BPE, the most common layout for decoder-only models.
+# Model types whose AutoTokenizer entry is None, generic, or a class that cannot be trained from
+# nothing: train a Llama-style byte-fallback BPE, the most common layout for decoder-only models.
 _DEFAULT_CLASS = "LlamaTokenizer"
 _GENERIC = {None, "TokenizersBackend", "PreTrainedTokenizerFast"}
 
@@ -47,7 +47,7 @@ def class_for_model_type(model_type: str) -> str:
     name = TOKENIZER_MAPPING_NAMES.get(model_type)
     if isinstance(name, (tuple, list)):
         name = next((n for n in name if n), None)
-    if name not in _GENERIC:
+    if name not in _GENERIC and _trainable(name):
         return name
     if model_type in _text_model_types():
         return _DEFAULT_CLASS
@@ -56,6 +56,15 @@ def class_for_model_type(model_type: str) -> str:
         "Only text, multimodal and speech-to-text architectures get a tiny tokenizer. "
         "Skip the tokenizer for this model (has_tokenizer_files() is False)."
     )
+
+
+def _trainable(name: str) -> bool:
+    """A class tinykit can train from nothing: a tokenizers-backed class that builds without
+    vocabulary files. Python-only classes (vocab_file required, extra packages) are not."""
+    try:
+        return getattr(tokenizer_class(name)(), "_tokenizer", None) is not None
+    except Exception:  # any constructor failure means: not trainable from scratch
+        return False
 
 
 def _text_model_types() -> set[str]:
@@ -112,7 +121,7 @@ def _train(tok, vocab: int, extra_corpus) -> dict:
     base = json.loads(tok._tokenizer.to_str())
     needs_bytes = base["model"].get("type") == "BPE" and base["model"].get("byte_fallback")
     budget = vocab - (len(BYTE_FALLBACK_PIECES) if needs_bytes else 0)
-    trained = tok.train_new_from_iterator(corpus, vocab_size=max(budget, 32))
+    trained = tok.train_new_from_iterator(corpus, vocab_size=max(budget, 32), show_progress=False)
     tj = json.loads(trained._tokenizer.to_str())
     if needs_bytes:
         tj = append_model_tokens(

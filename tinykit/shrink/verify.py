@@ -52,7 +52,9 @@ def verify(path: str | Path, *, raise_on_failure: bool = False) -> VerifyReport:
     hf_logging.disable_progress_bar()
     folder = Path(path)
     if not (folder / "config.json").is_file():
-        raise UsageError(f"{folder} has no config.json: not a model folder. Pass the folder make-tiny wrote.")
+        raise UsageError(
+            f"{folder} has no config.json: not a model folder. Pass the folder make-tiny wrote."
+        )
     config = transformers.AutoConfig.from_pretrained(folder)
     arch = (config.architectures or [None])[0]
     cls = getattr(transformers, arch or "", None) or transformers.AutoModel
@@ -68,7 +70,9 @@ def verify(path: str | Path, *, raise_on_failure: bool = False) -> VerifyReport:
     _reload(model, cls, folder, inputs, report)
     _tokenizer(model, folder, inputs, report)
     if raise_on_failure and not report.ok:
-        raise TinyArtifactInvalid(f"{folder} failed verification: {'; '.join(report.problems)}.", report=report.to_dict())
+        raise TinyArtifactInvalid(
+            f"{folder} failed verification: {'; '.join(report.problems)}.", report=report.to_dict()
+        )
     return report
 
 
@@ -88,8 +92,11 @@ def make_inputs(model: Any, generator: Any) -> tuple[dict[str, Any], dict[str, A
     if main == "input_features":
         frames = 2 * getattr(config, "max_source_positions", 8)
         inputs[main] = torch.randn(BATCH, config.num_mel_bins, frames, generator=generator)
-    elif main == "pixel_values" or ("pixel_values" in params and not has_image_tokens
-                                   and isinstance(getattr(vision, "image_size", None), int)):
+    elif main == "pixel_values" or (
+        "pixel_values" in params
+        and not has_image_tokens
+        and isinstance(getattr(vision, "image_size", None), int)
+    ):
         size, channels = vision.image_size, getattr(vision, "num_channels", 3)
         inputs["pixel_values"] = torch.randn(BATCH, channels, size, size, generator=generator)
     if "input_ids" in params and main != "input_features":
@@ -99,14 +106,18 @@ def make_inputs(model: Any, generator: Any) -> tuple[dict[str, Any], dict[str, A
         labels["return_loss"] = True
     elif "labels" in params and getattr(config, "is_encoder_decoder", False):
         labels["labels"] = torch.randint(0, vocab, (BATCH, SEQ // 2), generator=generator)
-        inputs["decoder_input_ids"] = torch.randint(0, vocab, (BATCH, SEQ // 2), generator=generator)
+        inputs["decoder_input_ids"] = torch.randint(
+            0, vocab, (BATCH, SEQ // 2), generator=generator
+        )
     elif "labels" in params and "input_ids" in inputs and not _is_classifier(model):
         labels["labels"] = ids
     return inputs, labels
 
 
 def _is_classifier(model: Any) -> bool:
-    return any(s in type(model).__name__ for s in ("ForSequenceClassification", "ForTokenClassification"))
+    return any(
+        s in type(model).__name__ for s in ("ForSequenceClassification", "ForTokenClassification")
+    )
 
 
 def _train_step(model: Any, inputs: dict, labels: dict, report: VerifyReport) -> None:
@@ -116,7 +127,11 @@ def _train_step(model: Any, inputs: dict, labels: dict, report: VerifyReport) ->
     except Exception as e:  # any model failure is a verification finding, reported as such
         report.problems.append(f"forward failed: {type(e).__name__}: {e}")
         return
-    loss = out.loss if getattr(out, "loss", None) is not None else _first_tensor(out).float().pow(2).mean()
+    loss = (
+        out.loss
+        if getattr(out, "loss", None) is not None
+        else _first_tensor(out).float().pow(2).mean()
+    )
     report.loss = float(loss.detach())
     if not math.isfinite(report.loss):
         report.problems.append(f"loss is not finite ({report.loss})")
@@ -146,8 +161,11 @@ def _generate(model: Any, inputs: dict, report: VerifyReport) -> None:
         import torch
 
         # half the sequence as the prompt: prompt + new tokens stay within the trained length
-        prompt = {k: v[:, : SEQ // 2] if k == "input_ids" else v for k, v in inputs.items()
-                  if not k.startswith("decoder_")}
+        prompt = {
+            k: v[:, : SEQ // 2] if k == "input_ids" else v
+            for k, v in inputs.items()
+            if not k.startswith("decoder_")
+        }
         with torch.no_grad():
             model.generate(**prompt, max_new_tokens=2, do_sample=False)
         report.generated = True
@@ -190,9 +208,14 @@ def _tokenizer(model: Any, folder: Path, inputs: dict, report: VerifyReport) -> 
     try:
         with torch.no_grad():
             logits = _first_tensor(model(**{**inputs, "input_ids": ids.repeat(BATCH, 1)}))
-        report.tokenizer["forward"] = {"tokens": ids.shape[1], "finite": bool(torch.isfinite(logits).all())}
+        report.tokenizer["forward"] = {
+            "tokens": ids.shape[1],
+            "finite": bool(torch.isfinite(logits).all()),
+        }
     except Exception as e:  # reported, not raised
-        report.problems.append(f"forward pass on the tokenizer's encoding of the probe failed: {type(e).__name__}: {e}")
+        report.problems.append(
+            f"forward pass on the tokenizer's encoding of the probe failed: {type(e).__name__}: {e}"
+        )
 
 
 def block_types(model: Any) -> dict[str, list[str]]:
@@ -206,14 +229,25 @@ def block_types(model: Any) -> dict[str, list[str]]:
         if not all(len(list(layer.children())) > 1 for layer in module):
             continue  # a list of plain tensors-holders (experts, norms), not a layer stack
         stack = re.sub(r"\.\d+(?=\.|$)", ".*", name)  # T5's per-block lists form one stack
-        stacks[stack] = sorted(set(stacks.get(stack, [])) | {_layer_kind(layer) for layer in module})
+        stacks[stack] = sorted(
+            set(stacks.get(stack, [])) | {_layer_kind(layer) for layer in module}
+        )
     return stacks
 
 
 def _layer_kind(layer: Any) -> str:
     children = ",".join(f"{n}:{type(c).__name__}" for n, c in layer.named_children())
-    attention = next((getattr(m, a) for m in (layer, *layer.children())
-                      for a in ("layer_type", "attention_type") if isinstance(getattr(m, a, None), str)), None)
-    if attention is None and any(getattr(m, "is_sliding", False) is True for m in (layer, *layer.children())):
+    attention = next(
+        (
+            getattr(m, a)
+            for m in (layer, *layer.children())
+            for a in ("layer_type", "attention_type")
+            if isinstance(getattr(m, a, None), str)
+        ),
+        None,
+    )
+    if attention is None and any(
+        getattr(m, "is_sliding", False) is True for m in (layer, *layer.children())
+    ):
         attention = "sliding"
     return f"{type(layer).__name__}({children})" + (f"[{attention}]" if attention else "")
