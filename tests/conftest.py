@@ -36,6 +36,8 @@ sys.addaudithook(_no_network)
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("TINYKIT_SHARED", REPO.parent / "shared"))
 HUB_FILES = SHARED / "hub-files"
+# A sample downstream repo with its own pytest.ini: tests/test_downstream.py runs it as a session.
+collect_ignore = ["downstream"]
 
 
 @pytest.fixture(autouse=True)

@@ -28,3 +28,29 @@ def test_cli_help_loads_no_heavy_library():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_plugin_modules_load_no_heavy_library():
+    code = (
+        "import sys, tinykit.pytest_plugin.fixtures, tinykit.pytest_plugin.snapshot, "
+        "tinykit.testing, tinykit.cache; "
+        f"print(sorted({HEAVY!r} & set(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_a_pytest_session_with_the_plugin_loads_no_heavy_library(tmp_path):
+    (tmp_path / "conftest.py").write_text(
+        "import sys\n"
+        "def pytest_sessionfinish(session):\n"
+        f"    print('heavy:', sorted({HEAVY!r} & set(sys.modules)))\n"
+        "    print('tinykit plugin:', session.config.pluginmanager.hasplugin('tinykit'))\n"
+    )
+    (tmp_path / "test_x.py").write_text("def test_x(): pass\n")
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "-s", "-p", "tinykit", str(tmp_path)],
+        capture_output=True, text=True, cwd=tmp_path,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "heavy: []" in out.stdout and "tinykit plugin: True" in out.stdout

@@ -11,6 +11,17 @@ Dataset rows for a `datasets.Features` schema:
 Values are what `Dataset.from_list(rows, features=features)` accepts: ClassLabel as ints,
 Image and Audio as `{"bytes", "path"}` dicts holding real PNG / WAV bytes (tiny: <= 32 px,
 <= 0.1 s), missing values as None.
+
+Tiny model configs and shrink specs per model type, and token batches for a tokenizer:
+
+    @given(tiny_configs("qwen3_moe"))
+    def test_forward(config): AutoModelForCausalLM.from_config(config)(...)
+
+    @given(token_batches(tokenizer, max_batch=4, max_len=16))
+    def test_collate(batch): ...  # input_ids, attention_mask, labels (-100 on padding)
+
+In CI load the profile registered here: ``pytest --hypothesis-profile=tinykit-ci`` (the tinykit
+plugin registers it when asked for) or ``settings.load_profile("tinykit-ci")``.
 """
 
 from __future__ import annotations
@@ -18,6 +29,7 @@ from __future__ import annotations
 import io
 from typing import Any
 
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from tinykit.errors import UsageError
@@ -155,3 +167,122 @@ def _nested_lists(shape: tuple, leaf: st.SearchStrategy[Any]) -> st.SearchStrate
     inner = _nested_lists(tuple(shape[1:]), leaf)
     size = shape[0]
     return st.lists(inner, min_size=size or 0, max_size=size if size is not None else 4)
+
+
+# CI: the same examples on every run (derandomize; failures print a reproduce blob), no flaky
+# deadlines on shared runners, a bounded number of examples so model-building tests stay fast.
+CI_PROFILE = "tinykit-ci"
+settings.register_profile(
+    CI_PROFILE, max_examples=25, deadline=None, derandomize=True, print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+# model_type -> the config family whose field names and invariants it follows.
+MODEL_FAMILIES = {
+    "llama": "decoder", "mistral": "decoder", "qwen2": "decoder", "qwen3": "decoder",
+    "gemma": "decoder", "gemma2": "decoder",
+    "qwen3_moe": "moe", "mixtral": "moe",
+    "gpt2": "gpt2", "bert": "encoder", "t5": "t5",
+}
+_EXPERTS_FIELD = {"qwen3_moe": "num_experts", "mixtral": "num_local_experts"}
+
+
+@st.composite
+def shrink_specs(
+    draw, max_hidden: int = 64, max_layers: int = 3, min_layers: int = 1,
+    min_vocab: int = 512, max_vocab: int = 1024,
+) -> dict:
+    """Spec dicts for ``tinykit.make_tiny``: heads divide hidden, kv heads divide heads.
+
+    Keys: hidden, layers ("auto" or min_layers..max_layers), heads, kv_heads, vocab, seed.
+    Hybrid models need ``min_layers`` >= their number of block types (qwen3_next: 2), and the
+    tiny tokenizer make_tiny ships needs room for its base alphabet (byte-level BPE: 256 bytes
+    plus specials), hence ``min_vocab`` 512.
+    """
+    heads = draw(st.sampled_from([1, 2, 4]))
+    kv_heads = draw(st.sampled_from([k for k in (1, 2, 4) if heads % k == 0]))
+    head_dim = draw(st.sampled_from([8, 16]))
+    hidden = heads * head_dim * draw(st.integers(1, max(1, max_hidden // (heads * head_dim))))
+    return {
+        "hidden": hidden,
+        "layers": draw(st.one_of(st.just("auto"), st.integers(min_layers, max_layers))),
+        "heads": heads,
+        "kv_heads": kv_heads,
+        "vocab": draw(st.integers(min_vocab, max_vocab)),
+        "seed": draw(st.integers(0, 2**31 - 1)),
+    }
+
+
+@st.composite
+def tiny_configs(draw, model_type: str, max_hidden: int = 64, max_layers: int = 3) -> Any:
+    """A validated transformers config of ``model_type`` that builds a tiny working model.
+
+    Follows the shrink rules of shared/docs/environment.md §4: built through the constructor,
+    explicit head_dim, top-k experts <= experts, per-family field names (n_inner, d_ff, ...).
+    """
+    from transformers import AutoConfig
+
+    if model_type not in MODEL_FAMILIES:
+        raise UsageError(
+            f"tiny_configs({model_type!r}): no config rules for this model_type. "
+            f"Known: {sorted(MODEL_FAMILIES)}. Use shrink_specs() with tinykit.make_tiny instead."
+        )
+    spec = draw(shrink_specs(max_hidden=max_hidden, max_layers=max_layers))
+    hidden, heads, vocab = spec["hidden"], spec["heads"], spec["vocab"]
+    layers = draw(st.integers(1, max_layers))
+    ffn = draw(st.sampled_from([16, 32, 64]))
+    family = MODEL_FAMILIES[model_type]
+    if family == "gpt2":
+        kwargs = dict(n_embd=hidden, n_layer=layers, n_head=heads, n_inner=ffn, n_positions=64)
+    elif family == "t5":
+        kwargs = dict(d_model=hidden, d_kv=hidden // heads, d_ff=ffn, num_layers=layers,
+                      num_decoder_layers=layers, num_heads=heads, decoder_start_token_id=0)
+    elif family == "encoder":
+        kwargs = dict(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+                      intermediate_size=ffn, max_position_embeddings=64)
+    else:
+        kwargs = dict(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+                      num_key_value_heads=spec["kv_heads"], head_dim=hidden // heads,
+                      intermediate_size=ffn, max_position_embeddings=64)
+    if family == "moe":
+        experts = draw(st.integers(2, 4))
+        kwargs |= {_EXPERTS_FIELD[model_type]: experts,
+                   "num_experts_per_tok": draw(st.integers(1, experts))}
+        if model_type == "qwen3_moe":
+            kwargs["moe_intermediate_size"] = ffn
+    config = AutoConfig.for_model(model_type, vocab_size=vocab, **kwargs)
+    config.validate()
+    return config
+
+
+@st.composite
+def token_batches(
+    draw, tokenizer: Any, min_batch: int = 1, max_batch: int = 4, max_len: int = 16,
+    as_tensors: bool = False,
+) -> dict:
+    """A padded batch for ``tokenizer``: input_ids, attention_mask, and labels with -100 on padding.
+
+    Rows have 1..max_len real tokens (ids < len(tokenizer), never the pad id) and are padded on
+    ``tokenizer.padding_side`` with its pad id (eos, then 0, when it has none).
+    """
+    pad_id = tokenizer.pad_token_id
+    if pad_id is None:
+        pad_id = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else 0
+    ids = st.integers(0, len(tokenizer) - 1).filter(lambda i: i != pad_id)
+    rows = draw(st.lists(st.lists(ids, min_size=1, max_size=max_len),
+                         min_size=min_batch, max_size=max_batch))
+    width = max(len(r) for r in rows)
+    left = getattr(tokenizer, "padding_side", "right") == "left"
+    batch: dict[str, list[list[int]]] = {"input_ids": [], "attention_mask": [], "labels": []}
+    for row in rows:
+        pad = width - len(row)
+        def padded(values: list[int], fill: int, pad: int = pad) -> list[int]:
+            return [fill] * pad + values if left else values + [fill] * pad
+        batch["input_ids"].append(padded(row, pad_id))
+        batch["attention_mask"].append(padded([1] * len(row), 0))
+        batch["labels"].append(padded(row, -100))
+    if as_tensors:
+        import torch
+
+        return {k: torch.tensor(v, dtype=torch.long) for k, v in batch.items()}
+    return batch

@@ -1,0 +1,136 @@
+"""tinykit.cache: content keys, one build per key across processes, atomic folders, ls/clear."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+import transformers
+
+import tinykit
+from tinykit import cache as tk_cache
+from tinykit.cache import META_FILE, Cache, package_versions
+from tinykit.cli import main
+from tinykit.errors import UsageError
+
+
+def write_file(folder, name="weights.bin", data=b"abc"):
+    (folder / name).write_bytes(data)
+
+
+def test_key_depends_on_kind_source_spec_and_revision(tmp_path):
+    c = Cache(tmp_path)
+    base = c.key("model", "qwen3_moe", {"layers": 2, "hidden": 64})
+    assert base == c.key("model", "qwen3_moe", {"hidden": 64, "layers": 2})  # order-free
+    others = [
+        c.key("tokenizer", "qwen3_moe", {"layers": 2, "hidden": 64}),
+        c.key("model", "qwen3", {"layers": 2, "hidden": 64}),
+        c.key("model", "qwen3_moe", {"layers": 3, "hidden": 64}),
+        c.key("model", "qwen3_moe", {"layers": 2, "hidden": 64}, revision="abc123"),
+    ]
+    assert len({base, *others}) == 5
+
+
+def test_key_covers_the_versions_that_change_bytes():
+    versions = package_versions()
+    assert versions["torch"] == torch.__version__
+    assert versions["transformers"] == transformers.__version__
+    assert versions["tinykit"] == tinykit.__version__
+    assert set(versions) == {"tinykit", "transformers", "tokenizers", "torch"}
+
+
+def test_a_local_source_is_keyed_by_its_content(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    write_file(src, data=b"one")
+    c = Cache(tmp_path / "cache")
+    before = c.key("model", src, {})
+    write_file(src, data=b"two")
+    assert c.key("model", src, {}) != before
+
+
+def test_a_spec_that_is_not_json_is_a_usage_error(tmp_path):
+    with pytest.raises(UsageError, match=r"cannot be used as a cache key.*Pass only str, int"):
+        Cache(tmp_path).key("model", "llama", {"dtype": object()})
+
+
+def test_build_runs_once_and_then_hits(tmp_path):
+    c = Cache(tmp_path)
+    calls = []
+    key = c.key("model", "x", {})
+    build = lambda out: (calls.append(out), write_file(out))  # noqa: E731
+    first = c.get_or_build(key, build, kind="model", source="x")
+    second = c.get_or_build(key, build, kind="model", source="x")
+    assert first == second == tmp_path / "artifacts" / key
+    assert len(calls) == 1 and calls[0] != first  # built in a temporary folder, then renamed
+    assert (first / "weights.bin").read_bytes() == b"abc"
+    assert json.loads((first / META_FILE).read_text())["source"] == "x"
+    assert [b["key"] for b in c.builds()] == [key]
+
+
+def test_a_failed_build_leaves_nothing_behind(tmp_path):
+    c = Cache(tmp_path)
+
+    def broken(out):
+        write_file(out)
+        raise UsageError("boom")
+
+    with pytest.raises(UsageError, match="boom"):
+        c.get_or_build("k" * 64, broken)
+    assert list((tmp_path / "artifacts").iterdir()) == []
+    assert c.lookup("k" * 64) is None and c.builds() == []
+
+
+CONCURRENT_BUILD = """
+import sys, time
+from tinykit.cache import Cache
+def build(out):
+    time.sleep(0.5)  # long enough for the other process to reach the lock
+    (out / "weights.bin").write_bytes(b"abc")
+print(Cache(sys.argv[1]).get_or_build("k" * 64, build, kind="model", source="x"))
+"""
+
+
+def test_concurrent_processes_build_a_key_once(tmp_path):
+    script = tmp_path / "build.py"
+    script.write_text(textwrap.dedent(CONCURRENT_BUILD))
+    root = tmp_path / "cache"
+    command = [sys.executable, str(script), str(root)]
+    procs = [subprocess.Popen(command, stdout=subprocess.PIPE, text=True) for _ in range(3)]
+    paths = {p.communicate(timeout=60)[0].strip() for p in procs}
+    assert all(p.returncode == 0 for p in procs)
+    assert paths == {str(root / "artifacts" / ("k" * 64))}
+    assert len(Cache(root).builds()) == 1
+
+
+def test_ls_and_clear(tmp_path):
+    c = Cache(tmp_path)
+    for source in ("a", "b"):
+        c.get_or_build(c.key("model", source, {}), write_file, kind="model", source=source)
+    entries = tk_cache.ls(tmp_path)
+    assert sorted(e.source for e in entries) == ["a", "b"]
+    assert all(e.size_bytes > 3 and e.kind == "model" for e in entries)
+    assert tk_cache.clear(tmp_path, [entries[0].key[:10]]) == 1
+    assert [e.source for e in tk_cache.ls(tmp_path)] == [entries[1].source]
+    assert tk_cache.clear(tmp_path) == 1
+    assert tk_cache.ls(tmp_path) == [] and c.builds() == []
+
+
+def test_cli_cache_ls_and_clear(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("TINYKIT_CACHE", str(tmp_path))
+    c = Cache()
+    key = c.key("model", "qwen3", {"layers": 2})
+    c.get_or_build(key, write_file, kind="model", source="qwen3")
+    assert main(["cache", "ls"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"1 artifact(s) in {tmp_path}\n{key[:12]}  model")
+    assert out.rstrip().endswith("qwen3")
+    assert main(["cache", "ls", "--json"]) == 0
+    [entry] = json.loads(capsys.readouterr().out)
+    assert entry["key"] == key and entry["spec"] == {}
+    assert main(["cache", "clear", "--json", "--cache-dir", str(tmp_path)]) == 0
+    assert json.loads(capsys.readouterr().out) == {"removed": 1, "root": str(tmp_path)}

@@ -1,0 +1,132 @@
+"""Named fixtures and lock.json: reproducible builds, precise drift reports, bad spec files."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import transformers
+
+from tests.conftest import REPO
+from tinykit import fixture_specs
+from tinykit.cache import Cache
+from tinykit.cli import main
+from tinykit.errors import FixtureDrift, UsageError
+
+TEXT = """
+[tiny-text]
+kind = "synthetic_dataset"
+source = { text = { dtype = "string", _type = "Value" } }
+spec = { rows = 4, seed = 0 }
+"""
+LABELS = """
+[tiny-labels]
+kind = "synthetic_dataset"
+source = { label = { _type = "ClassLabel", names = ["a", "b"] } }
+spec = { rows = 4, seed = 1 }
+"""
+
+
+@pytest.fixture
+def specs(tmp_path):
+    folder = tmp_path / "fixtures"
+    folder.mkdir()
+    (folder / "text.toml").write_text(TEXT)
+    (folder / "labels.toml").write_text(LABELS)
+    return folder
+
+
+def test_shipped_fixtures_verify_from_a_fresh_checkout(tmp_path):
+    """The acceptance check: a copy of the repo with an empty cache rebuilds the locked bytes."""
+    checkout = tmp_path / "checkout"
+    for part in ("tinykit", "fixtures", "recipes"):
+        shutil.copytree(REPO / part, checkout / part, ignore=shutil.ignore_patterns("__pycache__"))
+    env = {**os.environ, "PYTHONPATH": str(checkout), "TINYKIT_CACHE": str(tmp_path / "empty")}
+    out = subprocess.run([sys.executable, "-m", "tinykit", "fixtures", "verify", "--json"],
+                         cwd=checkout, env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["drift"] == [] and report["version_changes"] == {}
+    assert sorted(report["checked"]) == sorted(fixture_specs.load_specs(REPO / "fixtures"))
+
+
+def test_lock_then_verify_passes_and_altered_file_is_reported(specs, tmp_path):
+    cache = Cache(tmp_path / "cache")
+    fixture_specs.lock(folder=specs, cache=cache)
+    assert fixture_specs.verify(folder=specs, cache=cache, fresh=True)["drift"] == []
+    built = fixture_specs.build(["tiny-text"], specs, cache)["tiny-text"]
+    parquet = built / "data" / "train-00000-of-00001.parquet"
+    locked = json.loads((specs / "lock.json").read_text())["fixtures"]["tiny-text"]["files"]
+    parquet.write_bytes(parquet.read_bytes() + b"\0")
+    with pytest.raises(FixtureDrift) as e:
+        fixture_specs.verify(folder=specs, cache=cache)
+    old = locked["data/train-00000-of-00001.parquet"]
+    assert str(e.value).startswith(
+        f"1 fixture(s) differ from lock.json: tiny-text: data/train-00000-of-00001.parquet changed "
+        f"(lock {old[:12]}, built ")
+    assert str(e.value).endswith(
+        "Versions changed since the lock: none. If the change is intended, run: "
+        "tinykit fixtures lock tiny-text")
+    [drift] = e.value.report["drift"]
+    assert drift["locked"] == old and drift["built"] != old and drift["problem"] == "changed"
+    # a fresh rebuild does not see the altered cached file
+    assert fixture_specs.verify(folder=specs, cache=cache, fresh=True)["drift"] == []
+
+
+def test_spec_edits_missing_fixtures_and_version_changes_are_reported(specs, tmp_path):
+    cache = Cache(tmp_path / "cache")
+    fixture_specs.lock(folder=specs, cache=cache)
+    lock = json.loads((specs / "lock.json").read_text())
+    lock["versions"]["transformers"] = "0.0.1"
+    (specs / "lock.json").write_text(json.dumps(lock))
+    assert fixture_specs.verify(folder=specs, cache=cache)["version_changes"] == {
+        "transformers": ["0.0.1", transformers.__version__]}
+    (specs / "text.toml").write_text(TEXT.replace("rows = 4", "rows = 5"))
+    (specs / "more.toml").write_text(LABELS.replace("tiny-labels", "tiny-new"))
+    with pytest.raises(FixtureDrift) as e:
+        fixture_specs.verify(folder=specs, cache=cache)
+    problems = {(d["fixture"], d["problem"]) for d in e.value.report["drift"]}
+    assert {("tiny-text", "spec changed"), ("tiny-new", "not in lock.json"),
+            ("tiny-text", "changed")} <= problems
+    assert "Versions changed since the lock: transformers 0.0.1 -> " in str(e.value)
+
+
+def test_locking_one_fixture_keeps_the_others(specs, tmp_path):
+    cache = Cache(tmp_path / "cache")
+    fixture_specs.lock(folder=specs, cache=cache)
+    before = json.loads((specs / "lock.json").read_text())
+    (specs / "text.toml").write_text(TEXT.replace("seed = 0", "seed = 3"))
+    fixture_specs.lock(["tiny-text"], folder=specs, cache=cache)
+    after = json.loads((specs / "lock.json").read_text())
+    assert after["fixtures"]["tiny-labels"] == before["fixtures"]["tiny-labels"]
+    assert after["fixtures"]["tiny-text"]["spec"]["seed"] == 3
+    assert fixture_specs.verify(folder=specs, cache=cache)["drift"] == []
+
+
+@pytest.mark.parametrize(("text", "match"), [
+    ("[a\nkind=", "is not valid TOML"),
+    ('[x]\nkind = "wheel"\nsource = "y"\n', r"has kind 'wheel'; expected one of \["),
+    ('[x]\nsource = "y"\nlayers = 2\n', r"must be a table with keys kind, source and optionally"),
+    (TEXT.replace("tiny-text", "tiny-labels"), r"is also defined in .*labels.toml. Rename one"),
+])
+def test_bad_spec_files_are_usage_errors(specs, text, match):
+    (specs / "zz.toml").write_text(text)
+    with pytest.raises(UsageError, match=match):
+        fixture_specs.load_specs(specs)
+
+
+def test_cli_verify_exit_codes(specs, tmp_path, capsys):
+    args = ["--fixtures-dir", str(specs), "--cache-dir", str(tmp_path / "cache")]
+    assert main(["fixtures", "verify", *args]) == 2  # no lock yet: a usage error
+    assert "No lockfile at" in capsys.readouterr().err
+    assert main(["fixtures", "lock", *args]) == 0
+    assert main(["fixtures", "verify", *args]) == 0
+    assert capsys.readouterr().out.endswith("2 fixture(s) match lock.json\n")
+    (specs / "text.toml").write_text(TEXT.replace("rows = 4", "rows = 6"))
+    assert main(["fixtures", "verify", "tiny-text", *args]) == 1
+    err = capsys.readouterr().err
+    assert "FixtureDrift: 1 fixture(s) differ from lock.json: tiny-text: spec changed" in err

@@ -1,0 +1,50 @@
+"""`tinykit fixtures build|verify|lock [NAME ...]`: the named fixtures of fixtures/*.toml."""
+
+from __future__ import annotations
+
+import argparse
+
+from tinykit import fixture_specs
+from tinykit.cache import Cache
+from tinykit.cli import emit
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("fixtures", help="build, verify or lock the named tiny fixtures")
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    for name, helptext, run in (
+        ("build", "build the fixtures into the cache and print their folders", run_build),
+        ("verify", "check built fixtures against fixtures/lock.json; exit 1 on drift", run_verify),
+        ("lock", "rewrite fixtures/lock.json from the built fixtures", run_lock),
+    ):
+        p = actions.add_parser(name, help=helptext)
+        p.add_argument("names", nargs="*", metavar="NAME", help="fixture names (default: all)")
+        p.add_argument("--fixtures-dir", default=None,
+                       help="folder holding *.toml specs and lock.json (default: tinykit's own)")
+        p.add_argument("--cache-dir", default=None,
+                       help="artifact cache (default: TINYKIT_CACHE, else ~/.cache/tinykit)")
+        if name != "build":
+            p.add_argument("--fresh", action="store_true",
+                           help="build in a throwaway cache instead of reusing cached builds")
+        p.add_argument("--json", action="store_true", help="print JSON")
+        p.set_defaults(func=run)
+
+
+def run_build(args: argparse.Namespace) -> int:
+    built = fixture_specs.build(args.names, args.fixtures_dir, Cache(args.cache_dir))
+    emit(built, args.json, "\n".join(f"{name}  {path}" for name, path in built.items()))
+    return 0
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    report = fixture_specs.verify(args.names, args.fixtures_dir, Cache(args.cache_dir), args.fresh)
+    changed = ", ".join(f"{k} {a} -> {b}" for k, (a, b) in report["version_changes"].items())
+    text = f"{len(report['checked'])} fixture(s) match lock.json"
+    emit(report, args.json, text + (f" (versions changed: {changed})" if changed else ""))
+    return 0
+
+
+def run_lock(args: argparse.Namespace) -> int:
+    path = fixture_specs.lock(args.names, args.fixtures_dir, Cache(args.cache_dir), args.fresh)
+    emit({"lock": str(path)}, args.json, f"wrote {path}")
+    return 0

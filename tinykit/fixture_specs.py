@@ -1,0 +1,214 @@
+"""Named fixture specs (``fixtures/*.toml``) and their lockfile (``fixtures/lock.json``).
+
+Each top-level table of a spec file is one fixture::
+
+    [tiny-qwen3-moe]
+    kind = "model"            # model, tokenizer, dataset, synthetic_dataset (cache.BUILDERS)
+    source = "qwen3_moe"      # what the builder shrinks: a model_type, Hub id, folder or features
+    spec = { layers = 2, hidden = 64, seed = 0 }
+
+``lock.json`` records, per fixture, its spec and the sha256 of every built file, plus the
+package versions it was built with. ``verify`` rebuilds (or reuses the cache) and reports
+drift precisely: which fixture, which file, old and new digests, which versions changed.
+
+    tinykit fixtures build|verify|lock [NAME ...] [--fresh]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tinykit.cache import BUILDERS, Cache, file_hashes, package_versions
+from tinykit.errors import FixtureDrift, UsageError
+
+LOCK_FILE = "lock.json"
+
+
+def default_folder() -> Path:
+    """``tinykit/fixtures`` in an installed wheel, else ``fixtures/`` at the repository root."""
+    packaged = Path(__file__).parent / "fixtures"
+    return packaged if packaged.is_dir() else Path(__file__).resolve().parents[1] / "fixtures"
+
+
+@dataclass(frozen=True)
+class FixtureSpec:
+    """One named fixture: the builder kind, its source and spec, and the file it came from."""
+
+    name: str
+    kind: str
+    source: Any
+    spec: dict[str, Any] = field(default_factory=dict)
+    file: Path | None = None
+
+    def locked(self) -> dict[str, Any]:
+        return {"kind": self.kind, "source": self.source, "spec": self.spec}
+
+
+def load_specs(folder: str | os.PathLike[str] | None = None) -> dict[str, FixtureSpec]:
+    """Every fixture spec in ``folder/*.toml`` (default: ``default_folder()``), by name."""
+    folder = Path(folder) if folder else default_folder()
+    specs: dict[str, FixtureSpec] = {}
+    for path in sorted(folder.glob("*.toml")):
+        try:
+            tables = tomllib.loads(path.read_text())
+        except tomllib.TOMLDecodeError as e:
+            raise UsageError(f"Fixture spec file {path} is not valid TOML: {e}. Fix it.") from e
+        for name, table in tables.items():
+            specs[name] = _spec(name, table, path, specs)
+    return specs
+
+
+def _spec(name: str, table: Any, path: Path, seen: dict[str, FixtureSpec]) -> FixtureSpec:
+    where = f"Fixture {name!r} in {path}"
+    if name in seen:
+        raise UsageError(f"{where} is also defined in {seen[name].file}. Rename one of them.")
+    keys = set(table) if isinstance(table, dict) else set()
+    if not isinstance(table, dict) or keys - {"kind", "source", "spec"} or "source" not in keys:
+        raise UsageError(
+            f"{where} must be a table with keys kind, source and optionally spec; got "
+            f"{sorted(table) if isinstance(table, dict) else type(table).__name__}. "
+            'Write e.g. [name] kind = "model" source = "qwen3" spec = { layers = 2 }.'
+        )
+    kind = table.get("kind", "model")
+    if kind not in BUILDERS:
+        raise UsageError(f"{where} has kind {kind!r}; expected one of {sorted(BUILDERS)}.")
+    return FixtureSpec(name, kind, table["source"], dict(table.get("spec", {})), path)
+
+
+def select(specs: dict[str, FixtureSpec], names: list[str] | None) -> list[FixtureSpec]:
+    if not names:
+        return list(specs.values())
+    if unknown := sorted(set(names) - specs.keys()):
+        raise UsageError(
+            f"Unknown fixture(s) {unknown}. Known: {sorted(specs)}. See fixtures/*.toml.")
+    return [specs[n] for n in names]
+
+
+def build_one(spec: FixtureSpec, cache: Cache | None = None) -> Path:
+    """The built folder of ``spec``, from the artifact cache (built on a miss)."""
+    base = spec.file.parent if spec.file else None  # relative sources: fixtures/sources/...
+    return (cache or Cache()).build(spec.kind, spec.source, spec.spec, base=base)
+
+
+def build(
+    names: list[str] | None = None, folder: str | os.PathLike[str] | None = None,
+    cache: Cache | None = None,
+) -> dict[str, Path]:
+    """Build (or find in the cache) the named fixtures, or all of them; ``{name: folder}``."""
+    return {s.name: build_one(s, cache) for s in select(load_specs(folder), names)}
+
+
+def _hashes(specs: list[FixtureSpec], fresh: bool, cache: Cache | None) -> dict[str, dict]:
+    """``{name: {relpath: sha256}}``; ``fresh`` builds in a throwaway cache, not the real one."""
+    if fresh:
+        with tempfile.TemporaryDirectory(prefix="tinykit-fixtures-") as tmp:
+            return _hashes(specs, False, Cache(tmp))
+    return {s.name: file_hashes(build_one(s, cache)) for s in specs}
+
+
+def lock(
+    names: list[str] | None = None, folder: str | os.PathLike[str] | None = None,
+    cache: Cache | None = None, fresh: bool = False,
+) -> Path:
+    """Write ``lock.json`` with the spec and file digests of the named fixtures (or all)."""
+    folder = Path(folder) if folder else default_folder()
+    specs = select(load_specs(folder), names)
+    path = folder / LOCK_FILE
+    data = read_lock(folder) if names and path.exists() else {"fixtures": {}}
+    by_name = {s.name: s for s in specs}
+    for name, files in _hashes(specs, fresh, cache).items():
+        data["fixtures"][name] = {**by_name[name].locked(), "files": files}
+    data["versions"] = package_versions()
+    _write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+    return path
+
+
+def read_lock(folder: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    path = (Path(folder) if folder else default_folder()) / LOCK_FILE
+    if not path.is_file():
+        raise UsageError(f"No lockfile at {path}. Create it with: tinykit fixtures lock")
+    return json.loads(path.read_text())
+
+
+def verify(
+    names: list[str] | None = None, folder: str | os.PathLike[str] | None = None,
+    cache: Cache | None = None, fresh: bool = False,
+) -> dict[str, Any]:
+    """Check built fixtures against ``lock.json``; return the report or raise FixtureDrift.
+
+    Raises:
+        FixtureDrift: a file's digest, the file set or a spec differs (``.report`` has details).
+    """
+    locked = read_lock(folder)
+    specs = select(load_specs(folder), names)
+    drift = []
+    for spec in specs:
+        if spec.name not in locked["fixtures"]:
+            drift.append({"fixture": spec.name, "problem": "not in lock.json"})
+    present = [s for s in specs if s.name in locked["fixtures"]]
+    for name, files in _hashes(present, fresh, cache).items():
+        drift += fixture_drift(name, locked["fixtures"][name], specs_by_name(present)[name], files)
+    versions = version_changes(locked.get("versions", {}), package_versions())
+    report = {"checked": [s.name for s in specs], "drift": drift, "version_changes": versions}
+    if drift:
+        raise FixtureDrift(drift_message(report), report=report)
+    return report
+
+
+def specs_by_name(specs: list[FixtureSpec]) -> dict[str, FixtureSpec]:
+    return {s.name: s for s in specs}
+
+
+def fixture_drift(name: str, locked: dict, spec: FixtureSpec, files: dict[str, str]) -> list[dict]:
+    drift = []
+    if {k: locked.get(k) for k in ("kind", "source", "spec")} != spec.locked():
+        drift.append({"fixture": name, "problem": "spec changed",
+                      "locked": {k: locked.get(k) for k in ("kind", "source", "spec")},
+                      "current": spec.locked()})
+    expected = locked.get("files", {})
+    for rel in sorted(expected.keys() | files.keys()):
+        old, new = expected.get(rel), files.get(rel)
+        if old != new:
+            problem = "missing" if new is None else "unexpected" if old is None else "changed"
+            drift.append(
+                {"fixture": name, "file": rel, "problem": problem, "locked": old, "built": new})
+    return drift
+
+
+def version_changes(locked: dict[str, str], current: dict[str, str]) -> dict[str, list[str]]:
+    return {k: [locked.get(k, "absent"), current.get(k, "absent")]
+            for k in sorted(locked.keys() | current.keys()) if locked.get(k) != current.get(k)}
+
+
+def drift_message(report: dict[str, Any]) -> str:
+    lines = []
+    for d in report["drift"]:
+        if "file" in d:
+            lines.append(f"{d['fixture']}: {d['file']} {d['problem']} "
+                         f"(lock {_short(d['locked'])}, built {_short(d['built'])})")
+        else:
+            lines.append(f"{d['fixture']}: {d['problem']}")
+    changed = ", ".join(f"{k} {a} -> {b}" for k, (a, b) in report["version_changes"].items())
+    fixtures = sorted({d["fixture"] for d in report["drift"]})
+    return (
+        f"{len(fixtures)} fixture(s) differ from lock.json: " + "; ".join(lines) + ". "
+        f"Versions changed since the lock: {changed or 'none'}. If the change is intended, "
+        f"run: tinykit fixtures lock {' '.join(fixtures)}"
+    )
+
+
+def _short(digest: str | None) -> str:
+    return digest[:12] if digest else "none"
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
