@@ -34,15 +34,21 @@ def run(args: argparse.Namespace) -> int:
                 flush=True,
             )
     passed = sum(r.ok for r in rows)
+    upstream = [r.model_type for r in rows if r.upstream]
+    buildable = len(rows) - len(upstream)
     summary = {
         "passed": passed,
         "total": len(rows),
         "rate": round(passed / max(1, len(rows)), 4),
+        "upstream_broken": upstream,
+        "rate_buildable": round(passed / max(1, buildable), 4),
         "rows": [dataclasses.asdict(r) for r in rows],
     }
     emit(
         summary,
         args.json,
-        f"{passed}/{len(rows)} text model types pass ({100 * summary['rate']:.1f}%)",
+        f"{passed}/{len(rows)} text model types pass ({100 * summary['rate']:.1f}%); "
+        f"{passed}/{buildable} ({100 * summary['rate_buildable']:.1f}%) of the types whose own "
+        f"default config transformers builds (not buildable upstream: {', '.join(upstream) or 'none'})",
     )
     return 0

@@ -218,7 +218,13 @@ def model_class(src: Source, config: Any, remote: bool) -> Any:
     for arch in src.config.get("architectures") or []:
         if hasattr(transformers, arch):
             return getattr(transformers, arch)
-    for mapping in TASK_MAPPINGS:
+    # encoder-decoders (BART, Whisper) also map to a decoder-only causal LM: prefer the whole model
+    order = (
+        TASK_MAPPINGS[1:3] + TASK_MAPPINGS[:1] + TASK_MAPPINGS[3:]
+        if config.is_encoder_decoder
+        else TASK_MAPPINGS
+    )
+    for mapping in order:
         name = getattr(modeling_auto, mapping).get(config.model_type)
         if name and hasattr(transformers, name):
             return getattr(transformers, name)
@@ -264,7 +270,10 @@ def _takes_text(src: Source) -> bool:
     from tinykit.shrink.config import load_config
 
     config = load_config(src.config) if "auto_map" not in src.config else None
-    return config is not None and getattr(config.get_text_config(decoder=True), "vocab_size", None) is not None
+    return (
+        config is not None
+        and getattr(config.get_text_config(decoder=True), "vocab_size", None) is not None
+    )
 
 
 def _attach_generation_config(
