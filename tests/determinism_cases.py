@@ -4,7 +4,7 @@ Importable as `determinism_cases` (tests/ is on sys.path under pytest, and the p
 passes sys.path on), so every case also runs in fresh processes. Each case builds its tiny model
 after the checker seeded the RNGs, then runs two AdamW steps (forward, loss, backward, step).
 
-The four injections, each in exactly one module (CASES maps case -> the name the checker must report):
+The four injections, each in one module (CASES maps a case to what the checker must report):
 - noise: adds noise drawn from a generator seeded from os.urandom;
 - atomics: a Linear whose reduction order follows a random permutation, emulating the
   order-dependent float sums of GPU atomicAdd kernels on CPU;

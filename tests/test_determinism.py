@@ -165,7 +165,8 @@ def test_an_exception_in_the_child_is_raised_in_the_parent():
 
 def test_a_script_path_reference_works_in_a_fresh_process(tmp_path):
     script = tmp_path / "step.py"
-    script.write_text("import torch\n\ndef step():\n    torch.nn.Linear(3, 1)(torch.ones(2, 3)).sum()\n")
+    script.write_text(
+        "import torch\n\ndef step():\n    torch.nn.Linear(3, 1)(torch.ones(2, 3)).sum()\n")
     report = check_determinism(f"{script}:step", mode="process")
     assert report.equal and report.modules == 1 and len(report.seconds) == 2
 
@@ -179,8 +180,9 @@ def test_the_error_pickles_with_its_report():
 
 
 def test_cli_passes_and_fails_with_the_right_exit_codes(capsys):
-    assert main(["check-determinism", "determinism_cases:plain_mlp_step", "--mode", "inprocess"]) == 0
-    assert "deterministic: 2 runs of determinism_cases:plain_mlp_step matched" in capsys.readouterr().out
+    ref = "determinism_cases:plain_mlp_step"
+    assert main(["check-determinism", ref, "--mode", "inprocess"]) == 0
+    assert f"deterministic: 2 runs of {ref} matched" in capsys.readouterr().out
     assert main(["check-determinism", "determinism_cases:llama_noise", "--mode", "inprocess",
                  "--seed", "5"]) == 1
     err = capsys.readouterr().err.strip()
@@ -224,4 +226,5 @@ def test_fixture_fails_the_test_and_names_the_module(pytester):
     )
     result = pytester.runpytest()
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["*NondeterminismError: 3 runs of * differ*'1' (output, call 0)*"])
+    result.stdout.fnmatch_lines(
+        ["*NondeterminismError: 3 runs of * differ*'1' (output, call 0)*"])

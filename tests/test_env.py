@@ -1,4 +1,4 @@
-"""tinykit env capture / diff: secrets never written, byte-identical bundles, most relevant diff first."""
+"""tinykit env capture / diff: no secret is written, bundles are byte-identical, diffs ranked."""
 
 from __future__ import annotations
 
@@ -30,8 +30,10 @@ SECRETS = {
     "MY_SERVICE_URL": "postgres://app:DbPassw0rd99@db.internal/prod",  # an innocent name
     "NOTES_FOR_RUN": "used hf_AnotherFakeTokenPastedByMistake9876",
 }
-SECRET_VALUES = ["hf_FakeTokenForTinykitTests0123456789", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYFAKEKEY42",
-                 "Pr0xyPassw0rd", "IndexPassw0rd77", "DbPassw0rd99", "hf_AnotherFakeTokenPastedByMistake9876"]
+SECRET_VALUES = [
+    "hf_FakeTokenForTinykitTests0123456789", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYFAKEKEY42",
+    "Pr0xyPassw0rd", "IndexPassw0rd77", "DbPassw0rd99", "hf_AnotherFakeTokenPastedByMistake9876",
+]
 
 
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -69,7 +71,8 @@ def test_default_capture_keeps_relevant_variables_only(monkeypatch):
     assert "AWS_SECRET_ACCESS_KEY" not in env and "MY_SERVICE_URL" not in env
 
 
-@given(user=st.text("abcdefgh", min_size=1, max_size=8), password=st.text("XYZ0123456789!$%", min_size=4))
+@given(user=st.text("abcdefgh", min_size=1, max_size=8),
+       password=st.text("XYZ0123456789!$%", min_size=4))
 def test_scrub_removes_any_url_password(user, password):
     assert password not in scrub(f"git+https://{user}:{password}@example.com/org/repo.git@main")
 
@@ -196,7 +199,8 @@ def test_diff_of_two_venvs_names_the_transformers_version_first(tmp_path):
     bundles = []
     for name, pin in (("same", None), ("other", other)):
         venv = tmp_path / name
-        subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+        subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)],
+                       check=True)
         python = venv / "bin" / "python"
         if pin:
             subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps",

@@ -1,4 +1,4 @@
-"""seed_everything, the determinism switch and its CUDA-ordering guard, DataLoader and RNG-state helpers."""
+"""seed_everything, the determinism switch, its CUDA-ordering guard, DataLoader and RNG helpers."""
 
 from __future__ import annotations
 
@@ -171,7 +171,7 @@ def test_resume_matches_an_uninterrupted_run_only_with_the_rng_state(tmp_path, r
     if restore_rng:
         restore_rng_state(ckpt["rng"])
     _train(model, opt, 2)
-    same = all(torch.equal(a, b) for a, b in zip(straight, model.parameters()))
+    same = all(torch.equal(a, b) for a, b in zip(straight, model.parameters(), strict=True))
     assert same is restore_rng
 
 

@@ -93,9 +93,11 @@ def check_determinism(
         UsageError: bad arguments, or `fn` is not importable in process mode.
     """
     if runs < 2:
-        raise UsageError(f"check_determinism(runs={runs}) cannot compare anything. Pass runs=2 or more.")
+        raise UsageError(f"check_determinism(runs={runs}) cannot compare anything. "
+                         "Pass runs=2 or more.")
     if mode not in ("process", "inprocess"):
-        raise UsageError(f"check_determinism(mode={mode!r}) is unknown. Use mode='process' or 'inprocess'.")
+        raise UsageError(f"check_determinism(mode={mode!r}) is unknown. "
+                         "Use mode='process' or mode='inprocess'.")
     if atol < 0:
         raise UsageError(f"check_determinism(atol={atol}) is negative. Pass atol=0 for bitwise.")
     ref = fn if isinstance(fn, str) else _reference(fn) if mode == "process" else _describe(fn)
@@ -114,10 +116,12 @@ def check_determinism(
         first = compare(records[0], records[i], atol, run=i)
         if first is not None:
             report.equal, report.first_diff = False, first
+            flags = " --deterministic" if deterministic else ""
+            again = ("" if "<" in ref else f" Reproduce: tinykit check-determinism {ref} "
+                     f"--mode {mode} --seed {seed}{flags}")
             raise NondeterminismError(
                 f"{runs} runs of {ref} differ (seed={seed}, mode={mode}, "
-                f"deterministic={deterministic}): {first.detail} "
-                f"Reproduce: tinykit check-determinism {ref} --mode {mode} --seed {seed}",
+                f"deterministic={deterministic}): {first.detail}{again}",
                 first_diff=first, seed=seed, report=report,
             )
     return report
@@ -146,37 +150,42 @@ def compare(a: list[Record], b: list[Record], atol: float = 0, run: int = 1) -> 
         exceeded = _first_beyond(a, b, atol)
         if exceeded is None:
             return None
-        first = _first_divergence(a, b, 0, run)
+        first = _first_divergence(a, b, run)
         ra, rb = exceeded
         where = f"{_label(ra)}{_pair_stats(ra.outputs, rb.outputs, atol, run)}"
-        if first is None or first.kind == "order":
-            return first or FirstDiff(ra.module, ra.kind, ra.call, run, f"{where} is beyond atol={atol:g}.")
+        if first is None:
+            return FirstDiff(ra.module, ra.kind, ra.call, run, f"{where} is beyond atol={atol:g}.")
+        if first.kind == "order":
+            return first
         return FirstDiff(first.module, first.kind, first.call, run,
-                         f"{first.detail} The tolerance atol={atol:g} is first exceeded at {where}.")
-    return _first_divergence(a, b, 0, run)
+                         f"{first.detail} The tolerance atol={atol:g} is first exceeded at "
+                         f"{where}.")
+    return _first_divergence(a, b, run)
 
 
 def _first_beyond(a: list[Record], b: list[Record], atol: float) -> tuple[Record, Record] | None:
-    for ra, rb in zip(a, b):
+    for ra, rb in zip(a, b, strict=False):
         if ra.key != rb.key or not _same(ra.outputs, rb.outputs, atol):
             return ra, rb
     return (a[-1], b[-1]) if len(a) != len(b) else None
 
 
-def _first_divergence(a: list[Record], b: list[Record], atol: float, run: int) -> FirstDiff | None:
-    upstream: tuple[Record, Record, str] | None = None  # earliest record whose inputs already differ
+def _first_divergence(a: list[Record], b: list[Record], run: int) -> FirstDiff | None:
+    """Bitwise: the first record whose output differs while everything it depends on matched."""
+    upstream: tuple[Record, Record, str] | None = None  # earliest record whose inputs differ
     clean_so_far = True  # no earlier record differed at all
-    for ra, rb in zip(a, b):
+    for ra, rb in zip(a, b, strict=False):
         if ra.key != rb.key:
             return FirstDiff(ra.module, "order", ra.call, run,
                              f"the runs took different paths: run 0 recorded {_label(ra)} where "
-                             f"run {run} recorded {_label(rb)}. Control flow depends on unseeded state.")
+                             f"run {run} recorded {_label(rb)}. Control flow depends on "
+                             "unseeded state.")
         # A forward record lists its inputs; a gradient or a probe depends on everything before it.
-        inputs_same = _same(ra.inputs, rb.inputs, atol) and (ra.kind == "forward" or clean_so_far)
+        inputs_same = _same(ra.inputs, rb.inputs, 0) and (ra.kind == "forward" or clean_so_far)
         state_same = ra.state == rb.state
-        outputs_same = _same(ra.outputs, rb.outputs, atol)
+        outputs_same = _same(ra.outputs, rb.outputs, 0)
         if inputs_same and state_same and not outputs_same:
-            return FirstDiff(ra.module, ra.kind, ra.call, run, _culprit_detail(ra, rb, atol, run))
+            return FirstDiff(ra.module, ra.kind, ra.call, run, _culprit_detail(ra, rb, run))
         clean_so_far = clean_so_far and inputs_same and state_same and outputs_same
         if ra.kind == "forward" and (not inputs_same or not state_same) and (
                 upstream is None or ra.seq < upstream[0].seq):
@@ -189,11 +198,10 @@ def _first_divergence(a: list[Record], b: list[Record], atol: float, run: int) -
     if upstream is not None:
         ra, rb, what = upstream
         kind = "input" if what == "inputs" else "state"
-        pairs = ra.inputs if what == "inputs" else []
-        stats = _pair_stats(pairs, rb.inputs, atol, run) if pairs else ""
+        stats = _pair_stats(ra.inputs, rb.inputs, 0, run) if kind == "input" else ""
         return FirstDiff(ra.module, kind, ra.call, run,
-                         f"the {what} of '{ra.module}' (call {ra.call}) already differ before it ran, and no module "
-                         f"before it diverged{stats}. "
+                         f"the {what} of '{ra.module}' (call {ra.call}) already differ before it "
+                         f"ran, and no module before it diverged{stats}. "
                          + ("The data fed to the model changed (order or content): seed the data "
                             "loader with tinykit.seed.dataloader_kwargs(seed), or call "
                             "tinykit.determinism.probe('batch', batch) to record it."
@@ -204,7 +212,7 @@ def _first_divergence(a: list[Record], b: list[Record], atol: float, run: int) -
 
 
 def _same(xs: list[TensorSummary], ys: list[TensorSummary], atol: float) -> bool:
-    return len(xs) == len(ys) and all(_same_tensor(x, y, atol) for x, y in zip(xs, ys))
+    return len(xs) == len(ys) and all(_same_tensor(x, y, atol) for x, y in zip(xs, ys, strict=True))
 
 
 def _same_tensor(x: TensorSummary, y: TensorSummary, atol: float) -> bool:
@@ -225,26 +233,28 @@ def _max_delta(x: TensorSummary, y: TensorSummary) -> float:
 
 
 def _label(r: Record) -> str:
-    what = {"forward": "output", "grad": "gradient of the output", "probe": "probe"}.get(r.kind, r.kind)
+    what = {"forward": "output", "grad": "gradient of the output"}.get(r.kind, r.kind)
     return f"'{r.module}' ({what}, call {r.call})"
 
 
-def _culprit_detail(ra: Record, rb: Record, atol: float, run: int) -> str:
+def _culprit_detail(ra: Record, rb: Record, run: int) -> str:
     why = ("while its inputs and parameters matched" if ra.kind == "forward" else
            "while the forward pass before it matched: a nondeterministic backward in a module "
-           "that consumes this output" if ra.kind == "grad" else "at this probe")
-    return (f"{_label(ra)} is the first to differ, {why}{_pair_stats(ra.outputs, rb.outputs, atol, run)}. "
-            f"Look at what '{ra.module}' computes: unseeded randomness, a generator that "
-            f"seed_everything does not reset, or an order-dependent reduction.")
+           "that consumes this output" if ra.kind == "grad" else "and nothing recorded before it")
+    return (f"{_label(ra)} is the first to differ, {why}"
+            f"{_pair_stats(ra.outputs, rb.outputs, 0, run)}. Look at what '{ra.module}' computes: "
+            "unseeded randomness, a generator that seed_everything does not reset, or an "
+            "order-dependent reduction.")
 
 
 def _pair_stats(xs: list[TensorSummary], ys: list[TensorSummary], atol: float, run: int) -> str:
-    for i, (x, y) in enumerate(zip(xs, ys)):
+    for i, (x, y) in enumerate(zip(xs, ys, strict=False)):
         if not _same_tensor(x, y, atol):
             delta = ""
             if x.values is not None and y.values is not None and x.shape == y.shape:
                 differ = int((x.values != y.values).sum())
-                delta = f"; {differ}/{x.values.numel()} elements differ, max|delta|={_max_delta(x, y):.3g}"
+                delta = (f"; {differ}/{x.values.numel()} elements differ, "
+                         f"max|delta|={_max_delta(x, y):.3g}")
             return f" (tensor {i}: run 0 {x.stats()}; run {run} {y.stats()}{delta})"
     return ""
 
@@ -270,8 +280,8 @@ def resolve(ref: str) -> Callable[[], Any]:
     """Import "module:function" or "path/to/file.py:function" (also used by the child process)."""
     target, sep, qualname = ref.rpartition(":")
     if not sep or not target or not qualname:
-        raise UsageError(f"{ref!r} is not a function reference. Write it as 'package.module:function' "
-                         "or 'path/to/script.py:function'.")
+        raise UsageError(f"{ref!r} is not a function reference. Write it as "
+                         "'package.module:function' or 'path/to/script.py:function'.")
     try:
         if target.endswith(".py"):
             path = Path(target).resolve()
@@ -303,15 +313,15 @@ def _run_in_processes(ref: str, runs: int, seed: int, deterministic: bool, keep_
         outs = [Path(tmp) / f"run{i}.pkl" for i in range(runs)]
         procs = [
             subprocess.Popen(
-                [sys.executable, "-m", "tinykit.determinism", ref, str(seed), str(int(deterministic)),
-                 str(int(keep_values)), str(out)],
+                [sys.executable, "-m", "tinykit.determinism", ref, str(seed),
+                 str(int(deterministic)), str(int(keep_values)), str(out)],
                 env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
             )
             for out in outs
         ]
         errors = [p.communicate()[1] for p in procs]
         results = []
-        for proc, out, err in zip(procs, outs, errors):
+        for proc, out, err in zip(procs, outs, errors, strict=True):
             if proc.returncode != 0 or not out.exists():
                 raise _child_failure(ref, proc.returncode, err)
             payload = pickle.loads(out.read_bytes())

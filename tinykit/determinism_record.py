@@ -125,8 +125,9 @@ class Recorder:
             from tinykit.errors import UsageError
 
             raise UsageError(
-                "check_determinism was called while another check is recording in this process. "
-                "Nested checks would record each other's modules. Call it from outside the checked fn."
+                "check_determinism was called while another check is recording in this "
+                "process. Nested checks would record each other's modules. Call it from outside "
+                "the checked function."
             )
         _active = self
         self._handles = [

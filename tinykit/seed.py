@@ -93,8 +93,8 @@ def check_cuda_order(cuda_initialized: bool) -> None:
         raise DeviceUnavailableError(
             "seed_everything(deterministic=True) came too late: CUDA is already initialised and "
             "CUBLAS_WORKSPACE_CONFIG is unset, so cuBLAS cannot be made deterministic in this "
-            f"process. Export CUBLAS_WORKSPACE_CONFIG={CUBLAS_WORKSPACE} before starting Python, or "
-            "call seed_everything(..., deterministic=True) before anything touches CUDA.",
+            f"process. Export CUBLAS_WORKSPACE_CONFIG={CUBLAS_WORKSPACE} before starting Python, "
+            "or call seed_everything(..., deterministic=True) before anything touches CUDA.",
             required="CUBLAS_WORKSPACE_CONFIG before CUDA init", found="CUDA initialised",
         )
 
@@ -162,7 +162,8 @@ def restore_rng_state(state: dict[str, Any]) -> None:
     unknown = set(state) - {"python", "numpy", "torch", "cuda"}
     if unknown or "python" not in state:
         raise UsageError(f"restore_rng_state got keys {sorted(state)}; expected the dict from "
-                         "capture_rng_state(). Pass that dict unchanged (torch.save/torch.load it).")
+                         "capture_rng_state(). Pass that dict unchanged (torch.save/torch.load "
+                         "it).")
     random.setstate(state["python"])
     if "numpy" in state:
         import numpy as np

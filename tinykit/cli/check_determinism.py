@@ -1,4 +1,4 @@
-"""`tinykit check-determinism module:function`: run a function twice and name the first divergence."""
+"""`tinykit check-determinism module:function`: run it twice, name the first divergence."""
 
 from __future__ import annotations
 
@@ -17,12 +17,12 @@ EXAMPLES = [
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "check-determinism",
-        help="run a zero-argument function twice under one seed and name the first diverging module",
+        help="run a zero-argument function twice under one seed; name the first diverging module",
         epilog="examples:\n  " + "\n  ".join(EXAMPLES),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("fn", metavar="MODULE:FUNCTION",
-                   help="the function to check: 'package.module:function' or 'path/file.py:function'")
+                   help="the function: 'package.module:function' or 'path/file.py:function'")
     p.add_argument("--runs", type=int, default=2, help="how many runs to compare (default 2)")
     p.add_argument("--mode", choices=("process", "inprocess"), default="process",
                    help="fresh interpreter per run (default) or all runs in this process")

@@ -1,4 +1,4 @@
-"""`tinykit env capture [-o FILE]` and `tinykit env diff A B`: what a run ran on, and what changed."""
+"""`tinykit env capture [-o FILE]` and `tinykit env diff A B`: what a run ran on, what changed."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     cap.add_argument("-o", "--output", metavar="FILE",
                      help="write the bundle here (default: print it to stdout)")
     cap.add_argument("--all-env", action="store_true",
-                     help="keep every environment variable, not only the relevant ones (still redacted)")
+                     help="keep all environment variables, not only relevant ones (still redacted)")
     cap.set_defaults(func=run_capture)
     dif = actions.add_parser("diff", help="what differs between two bundles, most relevant first")
     dif.add_argument("a", metavar="A", help="first bundle (from tinykit env capture -o)")
