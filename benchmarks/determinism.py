@@ -60,7 +60,8 @@ def main() -> None:
 
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.1f}; median of {args.reps}")
-    print(f"{'model':<8}{'mode':<11}{'check (s)':>10}{'baseline (s)':>14}{'ratio':>8}{'records':>9}")
+    print(f"{'model':<8}{'mode':<11}{'check (s)':>10}{'baseline (s)':>14}"
+          f"{'ratio':>8}{'records':>9}")
     for arch in ("llama", "moe"):
         name = f"{arch}_clean"
         step = getattr(cases, name)

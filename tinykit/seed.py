@@ -41,6 +41,8 @@ def seed_everything(seed: int | None = None, deterministic: bool = False) -> int
             logger) so the run can be reproduced by passing it back.
         deterministic: also call `enable_determinism()` (slower on GPU).
 
+    The seed is also exported as TINYKIT_SEED, so child processes and `tinykit env capture` see it.
+
     Raises:
         UsageError: the seed is not an integer in range.
         DeviceUnavailableError: deterministic=True but CUDA is already initialised without
