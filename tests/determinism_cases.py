@@ -153,6 +153,34 @@ def moe_dropout(): run_case("moe", "dropout")  # noqa: E704
 def moe_data(): run_case("moe", "data")  # noqa: E704
 
 
+class _NoisyGrad(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad + 1e-6 * torch.randn(grad.shape, generator=_fresh_generator())
+
+
+class NoisyBackward(nn.Module):
+    """Forward is exact; the backward adds unseeded noise (like a nondeterministic grad kernel)."""
+
+    def __init__(self, inner: nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x):
+        return _NoisyGrad.apply(self.inner(x))
+
+
+def llama_backward() -> None:
+    model = tiny_llama()
+    mlp = model.model.layers[0].mlp
+    mlp.down_proj = NoisyBackward(mlp.down_proj)
+    _train(model)
+
+
 def llama_data_probed() -> None:
     """The data case, with the batch recorded by a probe: the probe is named instead."""
     from tinykit.determinism import probe

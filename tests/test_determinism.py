@@ -59,6 +59,16 @@ def test_a_probe_names_the_data_instead_of_the_model():
     assert _outcome(cases.llama_data_probed, mode="inprocess") == ("batch", "probe")
 
 
+def test_a_nondeterministic_backward_is_found_at_the_gradient_it_spoils():
+    # Forward matches everywhere; the first record that differs is the gradient flowing out of
+    # the noisy backward, i.e. into the output of the Linear it wraps.
+    with pytest.raises(NondeterminismError) as e:
+        check_determinism(cases.llama_backward, mode="inprocess")
+    first = e.value.first_diff
+    assert (first.module, first.kind) == ("model.layers.0.mlp.down_proj.inner", "grad")
+    assert "look first at the backward of 'model.layers.0.mlp.down_proj'" in first.detail
+
+
 def test_process_mode_sees_what_one_process_hides(monkeypatch):
     monkeypatch.delenv("PYTHONHASHSEED", raising=False)
     # Layers are built in the iteration order of a set of strings: the same within one process,

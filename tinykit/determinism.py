@@ -238,13 +238,19 @@ def _label(r: Record) -> str:
 
 
 def _culprit_detail(ra: Record, rb: Record, run: int) -> str:
+    stats = _pair_stats(ra.outputs, rb.outputs, 0, run)
+    if ra.kind == "grad":
+        suspect = (f"the backward of '{ra.parent}' (which called '{ra.module}') or of another "
+                   "module that consumes this output" if ra.parent else
+                   "the backward of a module that consumes this output")
+        return (f"{_label(ra)} is the first to differ, while the whole forward pass matched"
+                f"{stats}. The backward that produced it is nondeterministic: look first at "
+                f"{suspect} (custom autograd functions, scatter/index_add backward, atomics).")
     why = ("while its inputs and parameters matched" if ra.kind == "forward" else
-           "while the forward pass before it matched: a nondeterministic backward in a module "
-           "that consumes this output" if ra.kind == "grad" else "and nothing recorded before it")
-    return (f"{_label(ra)} is the first to differ, {why}"
-            f"{_pair_stats(ra.outputs, rb.outputs, 0, run)}. Look at what '{ra.module}' computes: "
-            "unseeded randomness, a generator that seed_everything does not reset, or an "
-            "order-dependent reduction.")
+           "and nothing recorded before it differed")
+    return (f"{_label(ra)} is the first to differ, {why}{stats}. Look at what '{ra.module}' "
+            "computes: unseeded randomness, a generator that seed_everything does not reset, or "
+            "an order-dependent reduction.")
 
 
 def _pair_stats(xs: list[TensorSummary], ys: list[TensorSummary], atol: float, run: int) -> str:

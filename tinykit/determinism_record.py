@@ -56,6 +56,7 @@ class Record:
     inputs: list[TensorSummary] = field(default_factory=list)
     outputs: list[TensorSummary] = field(default_factory=list)
     state: str = ""  # hash of the module's own parameters and buffers
+    parent: str = ""  # the module whose forward called this one ("" for a root)
 
     @property
     def key(self) -> tuple[str, str, int]:
@@ -112,7 +113,7 @@ class Recorder:
         self.records: list[Record] = []
         self._names: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._roots = 0
-        self._stack: list[int] = []  # seq numbers of the forward calls in progress
+        self._stack: list[tuple[int, str]] = []  # (seq, name) of the forward calls in progress
         self._seq = 0
         self._calls: dict[tuple[str, str], int] = {}
         self._handles: list[Any] = []
@@ -162,23 +163,24 @@ class Recorder:
         return self._names[module]
 
     def _pre_hook(self, module: torch.nn.Module, args: Any) -> None:
-        self._name(module)
-        self._stack.append(self._next_seq())
+        self._stack.append((self._next_seq(), self._name(module)))
 
     def _post_hook(self, module: torch.nn.Module, args: Any, kwargs: Any, output: Any) -> None:
-        name = self._names[module]
-        seq = self._stack.pop()
+        seq, name = self._stack.pop()
+        parent = self._stack[-1][1] if self._stack else ""
         summ = [summarize(t, self.keep_values) for t in iter_tensors((args, kwargs))]
         outs = list(iter_tensors(output))
-        self._add(seq, name, "forward", inputs=summ,
+        self._add(seq, name, "forward", inputs=summ, parent=parent,
                   outputs=[summarize(t, self.keep_values) for t in outs], state=_state_hash(module))
         for i, t in enumerate(outs):
             if t.requires_grad:
-                t.register_hook(self._grad_hook(f"{name}" if len(outs) == 1 else f"{name}[{i}]"))
+                label = name if len(outs) == 1 else f"{name}[{i}]"
+                t.register_hook(self._grad_hook(label, parent))
 
-    def _grad_hook(self, name: str):
+    def _grad_hook(self, name: str, parent: str):
         def hook(grad: torch.Tensor) -> None:
-            self._add(self._next_seq(), name, "grad", outputs=[summarize(grad, self.keep_values)])
+            self._add(self._next_seq(), name, "grad", parent=parent,
+                      outputs=[summarize(grad, self.keep_values)])
 
         return hook
 
