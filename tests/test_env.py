@@ -215,3 +215,11 @@ def test_diff_of_two_venvs_names_the_transformers_version_first(tmp_path):
     first = result.entries[0]
     assert (first.section, first.key, first.a, first.b) == (
         "packages", "transformers", transformers.__version__, other)
+
+
+def test_capture_without_output_prints_the_bundle(capsys, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", SECRETS["HF_TOKEN"])
+    assert main(["env", "capture"]) == 0
+    out = capsys.readouterr().out
+    assert SECRETS["HF_TOKEN"] not in out
+    assert json.loads(out)["env"]["HF_TOKEN"] == REDACTED
