@@ -77,20 +77,26 @@ def iter_tensors(value: Any) -> Iterator[torch.Tensor]:
             yield from iter_tensors(v)
 
 
+def _flat_and_hash(t: torch.Tensor) -> tuple[torch.Tensor, str]:
+    import torch
+
+    flat = t.detach().to("cpu").contiguous().reshape(-1)
+    digest = hashlib.blake2b(flat.view(torch.uint8).numpy().tobytes(), digest_size=16)
+    digest.update(f"{t.dtype}{tuple(t.shape)}".encode())
+    return flat, digest.hexdigest()
+
+
 def summarize(t: torch.Tensor, keep_values: bool) -> TensorSummary:
     import torch
 
-    t = t.detach()
-    flat = t.to("cpu").contiguous().reshape(-1)
-    digest = hashlib.blake2b(flat.view(torch.uint8).numpy().tobytes(), digest_size=16)
-    digest.update(f"{t.dtype}{tuple(t.shape)}".encode())
+    flat, digest = _flat_and_hash(t)
     mean = std = absmax = None
     if flat.numel() and not (t.is_complex() or t.dtype == torch.bool):
         f64 = flat.to(torch.float64)
         mean, absmax = f64.mean().item(), f64.abs().max().item()
         std = f64.std().item() if flat.numel() > 1 else 0.0
     return TensorSummary(
-        hash=digest.hexdigest(), shape=tuple(t.shape), dtype=str(t.dtype).replace("torch.", ""),
+        hash=digest, shape=tuple(t.shape), dtype=str(t.dtype).replace("torch.", ""),
         mean=mean, std=std, absmax=absmax,
         values=flat.clone() if keep_values or flat.numel() <= KEEP_VALUES_UP_TO else None,
     )
@@ -101,7 +107,7 @@ def _state_hash(module: torch.nn.Module) -> str:
     for name, t in [*module.named_parameters(recurse=False), *module.named_buffers(recurse=False)]:
         if t is not None:
             digest.update(name.encode())
-            digest.update(summarize(t, keep_values=False).hash.encode())
+            digest.update(_flat_and_hash(t)[1].encode())
     return digest.hexdigest()
 
 
