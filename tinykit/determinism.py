@@ -339,8 +339,9 @@ def _run_in_processes(ref: str, runs: int, seed: int, deterministic: bool, keep_
 
 def _child_failure(ref: str, code: int, stderr: str) -> Exception:
     tail = stderr.strip().splitlines()[-1] if stderr.strip() else "no output"
-    return UsageError(f"the child process running {ref} exited with code {code} ({tail}). Run it "
-                      f"with mode='inprocess' (or TINYKIT_DEBUG=1) to see the full traceback.")
+    return UsageError(f"the child process running {ref} exited with code {code} without a "
+                      f"result ({tail}). Run the check with mode='inprocess' (CLI: --mode "
+                      "inprocess) to see the error in this process.")
 
 
 def _child_main(argv: list[str]) -> int:
