@@ -208,3 +208,7 @@ def set_order_step() -> None:
 
 def failing_step() -> None:
     raise ZeroDivisionError("failing_step divides by zero on purpose")
+
+
+def dying_step() -> None:
+    os._exit(3)  # the child ends without writing a result, like a segfault or an OOM kill

@@ -173,6 +173,11 @@ def test_an_exception_in_the_child_is_raised_in_the_parent():
     assert any("failing_step" in note for note in e.value.__notes__)
 
 
+def test_a_child_that_dies_is_a_clear_error():
+    with pytest.raises(UsageError, match="exited with code 3 without a result"):
+        check_determinism("determinism_cases:dying_step", mode="process")
+
+
 def test_a_script_path_reference_works_in_a_fresh_process(tmp_path):
     script = tmp_path / "step.py"
     script.write_text(
