@@ -5,13 +5,16 @@
 Baseline: the same runs without the checker, measured side by side in this script. In-process:
 two seeded calls of the step function here. Process mode: two fresh interpreters, started
 together as the checker starts them, that import the step and run it once without recording.
-Each figure is the median of --reps repetitions (wall-clock seconds).
+Check and baseline alternate, --reps times each; the table gives the medians of wall-clock and of
+CPU seconds (this process plus its children). The ratio uses CPU seconds, which a busy shared
+machine disturbs far less than wall-clock.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -28,13 +31,25 @@ from tinykit.determinism import check_determinism  # noqa: E402
 from tinykit.seed import seed_everything  # noqa: E402
 
 
-def median_seconds(fn, reps: int) -> float:
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+def cpu_seconds() -> float:
+    """CPU time of this process and its finished children: steadier than wall time on a busy box."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def measure(fn) -> tuple[float, float]:
+    wall, cpu = time.perf_counter(), cpu_seconds()
+    fn()
+    return time.perf_counter() - wall, cpu_seconds() - cpu
+
+
+def interleaved(check, baseline, reps: int) -> tuple[tuple[float, float], tuple[float, float]]:
+    """Median (wall, cpu) of check and of baseline, alternating so both see the same load."""
+    pairs = [(measure(check), measure(baseline)) for _ in range(reps)]
+    med = statistics.median
+    return ((med(c[0] for c, _ in pairs), med(c[1] for c, _ in pairs)),
+            (med(b[0] for _, b in pairs), med(b[1] for _, b in pairs)))
 
 
 def plain_inprocess(step) -> None:
@@ -54,27 +69,26 @@ def plain_processes(name: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--reps", type=int, default=5)
     args = parser.parse_args()
     import torch
 
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.1f}; median of {args.reps}")
-    print(f"{'model':<8}{'mode':<11}{'check (s)':>10}{'baseline (s)':>14}"
-          f"{'ratio':>8}{'records':>9}")
+    print(f"{'model':<7}{'mode':<10}{'check wall/cpu (s)':>20}{'baseline wall/cpu (s)':>23}"
+          f"{'ratio (cpu)':>13}{'records':>9}")
     for arch in ("llama", "moe"):
         name = f"{arch}_clean"
         step = getattr(cases, name)
         plain_inprocess(step)  # warm-up: transformers imports, first-call allocations
         report = check_determinism(step, mode="inprocess")
         for mode in ("inprocess", "process"):
-            check = median_seconds(partial(check_determinism, step, mode=mode), args.reps)
             plain = partial(plain_inprocess, step) if mode == "inprocess" else partial(
                 plain_processes, name)
-            base = median_seconds(plain, args.reps)
-            print(f"{arch:<8}{mode:<11}{check:>10.2f}{base:>14.2f}{check / base:>7.2f}x"
-                  f"{report.records:>9}")
-
+            (cw, cc), (bw, bc) = interleaved(partial(check_determinism, step, mode=mode), plain,
+                                             args.reps)
+            print(f"{arch:<7}{mode:<10}{cw:>11.2f} /{cc:>6.2f}{bw:>14.2f} /{bc:>6.2f}"
+                  f"{cc / bc:>12.2f}x{report.records:>9}")
 
 if __name__ == "__main__":
     main()
