@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,27 @@ import pytest
 # Import torch once in the outer process: an in-process pytester run that imports it a second
 # time can crash the whole session (shared/docs/style.md B.8).
 import torch  # noqa: F401
+
+
+
+def _loopback(host: object) -> bool:
+    if host in (None, "localhost", "") or not isinstance(host, str | bytes):
+        return True
+    try:
+        return ipaddress.ip_address(host if isinstance(host, str) else host.decode()).is_loopback
+    except ValueError:
+        return False
+
+
+def _no_network(event: str, args: tuple) -> None:
+    """Fail any test that looks up or connects to anything but this machine (the Hub is offline)."""
+    if event == "socket.connect" and isinstance(args[1], tuple) and not _loopback(args[1][0]):
+        raise ConnectionRefusedError(f"tinykit tests never leave loopback: connect to {args[1]!r}")
+    if event == "socket.getaddrinfo" and not _loopback(args[0]):
+        raise ConnectionRefusedError(f"tinykit tests never leave loopback: lookup of {args[0]!r}")
+
+
+sys.addaudithook(_no_network)
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("TINYKIT_SHARED", REPO.parent / "shared"))

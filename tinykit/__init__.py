@@ -13,8 +13,13 @@ __version__ = "0.1.0"
 
 # public name -> module that defines it
 _LAZY = {
+    "HubServer": "tinykit.hub_server",
     "check_determinism": "tinykit.determinism",
+    "make_synthetic_dataset": "tinykit.dataset.synthetic",
     "make_tiny": "tinykit.shrink.build",
+    "make_tiny_dataset": "tinykit.dataset.build",
+    "make_tiny_tokenizer": "tinykit.shrink.tokenizer",
+    "run_distributed": "tinykit.dist.launch",
     "seed_everything": "tinykit.seed",
     "verify": "tinykit.shrink.verify",
     "ShrinkSpec": "tinykit.shrink.spec",
@@ -27,10 +32,15 @@ __all__ = sorted([*_LAZY, *_MODULES, "__version__"])
 
 if TYPE_CHECKING:
     from tinykit import env, seed
+    from tinykit.dataset.build import make_tiny_dataset
+    from tinykit.dataset.synthetic import make_synthetic_dataset
     from tinykit.determinism import check_determinism
+    from tinykit.dist.launch import run_distributed
+    from tinykit.hub_server import HubServer
     from tinykit.seed import seed_everything
     from tinykit.shrink.build import make_tiny
     from tinykit.shrink.spec import ShrinkSpec
+    from tinykit.shrink.tokenizer import make_tiny_tokenizer
     from tinykit.shrink.verify import verify
 
 

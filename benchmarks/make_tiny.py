@@ -1,0 +1,95 @@
+"""Benchmark: tinykit make-tiny vs the naive recipe on the 25 native dev-set configs, side by side.
+
+    python benchmarks/make_tiny.py [--cli-runs 3]
+
+Naive recipe (what people do by hand): load the config, set the common size knobs on the
+top-level config only (hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+num_key_value_heads=2, intermediate_size=64), keep the vocab, build, save_pretrained.
+Naive models too big to build here (> 200M params) are sized on the meta device (marked *).
+Prints per config: bytes and warm build seconds of both, then the medians, the size ratio,
+and the wall time of whole `tinykit make-tiny <folder>` CLI calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+HUB_FILES = REPO.parent / "shared" / "hub-files"
+NAIVE_KNOBS = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+               "num_key_value_heads": 2, "intermediate_size": 64}
+MAX_REAL_PARAMS = 200_000_000
+
+
+def naive(folder: Path, out: Path) -> tuple[int, float, str]:
+    import torch
+    import transformers
+
+    raw = json.loads((folder / "config.json").read_text())
+    raw = {k: v for k, v in raw.items() if k not in ("auto_map", "quantization_config")}
+    started = time.perf_counter()
+    try:
+        config = transformers.CONFIG_MAPPING[raw["model_type"]].from_dict({**raw, **NAIVE_KNOBS})
+        cls = getattr(transformers, raw["architectures"][0])
+        with torch.device("meta"):
+            params = sum(p.numel() for p in cls._from_config(config).parameters())
+        if params > MAX_REAL_PARAMS:
+            return params * 4, time.perf_counter() - started, "*"
+        cls._from_config(config, dtype=torch.float32).save_pretrained(out)
+    except Exception as e:  # the naive recipe failing is a result, not a crash
+        return 0, time.perf_counter() - started, f"failed: {type(e).__name__}"
+    return sum(p.stat().st_size for p in out.iterdir()), time.perf_counter() - started, ""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cli-runs", type=int, default=3)
+    args = parser.parse_args()
+    warnings.filterwarnings("ignore")
+    from transformers.utils import logging
+
+    logging.set_verbosity_error()
+    logging.disable_progress_bar()
+    from tinykit.shrink.build import build
+
+    folders = sorted(p.parent for p in HUB_FILES.glob("*/*/config.json") if "chatglm" not in str(p))
+    with tempfile.TemporaryDirectory() as tmp:
+        build("llama", Path(tmp) / "warmup")  # first build pays transformers' imports
+        rows = []
+        print(f"{'config':45s} {'tinykit bytes':>14s} {'s':>6s} | {'naive bytes':>14s} {'s':>6s} | ratio")
+        for folder in folders:
+            name = f"{folder.parent.name}/{folder.name}"
+            t = build(folder, Path(tmp) / "t" / name)
+            nb, ns, note = naive(folder, Path(tmp) / "n" / name)
+            ratio = nb / t.bytes if nb else float("nan")
+            rows.append((name, t.bytes, t.seconds, nb, ns, ratio, note))
+            print(f"{name:45s} {t.bytes:>14,} {t.seconds:6.3f} | {nb:>14,}{note[:1] or ' '} {ns:6.2f} | "
+                  f"{ratio:8.1f}x {note if note.startswith('failed') else ''}")
+        cli = []
+        for _ in range(args.cli_runs):
+            started = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "tinykit", "make-tiny", str(HUB_FILES / "Qwen/Qwen3-30B-A3B"),
+                            "-o", str(Path(tmp) / "cli"), "--force"], check=True, capture_output=True)
+            cli.append(time.perf_counter() - started)
+    ratios = [r[5] for r in rows if r[3]]
+    print()
+    print(f"configs: {len(rows)}; naive recipe failed on {sum(1 for r in rows if not r[3])}")
+    print(f"median warm build: tinykit {statistics.median(r[2] for r in rows):.3f} s "
+          f"(max {max(r[2] for r in rows):.3f} s; goal <= 0.3 s), naive {statistics.median(r[4] for r in rows):.3f} s")
+    print(f"median size: tinykit {statistics.median(r[1] for r in rows):,.0f} B, "
+          f"naive {statistics.median(r[3] for r in rows if r[3]):,.0f} B")
+    print(f"median size ratio naive/tinykit: {statistics.median(ratios):.1f}x (goal >= 10x)")
+    print(f"whole CLI call `tinykit make-tiny <local folder>`: "
+          f"{', '.join(f'{c:.2f}' for c in cli)} s (goal <= 5 s)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+"""Developer sessions: `nox -s tests`, `nox -s transformers_matrix`, `nox -s coverage`, `nox -s bench`.
+
+Every session installs torch==2.13.0 first so pip takes the local CPU wheel, never a CUDA build.
+"""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.sessions = ["tests"]
+TORCH = "torch==2.13.0"
+
+
+def _install(session: nox.Session, *extra: str) -> None:
+    session.install(TORCH)
+    session.install("-e", ".[test]", *extra)
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """The README's test command."""
+    _install(session)
+    session.run("pytest", *session.posargs)
+
+
+@nox.session
+@nox.parametrize("transformers", ["5.23.0", "5.24.0"])
+def transformers_matrix(session: nox.Session, transformers: str) -> None:
+    """The shrinker's tests against several transformers releases."""
+    _install(session, f"transformers=={transformers}")
+    session.run("pytest", "tests/test_make_tiny_hub_files.py", "tests/test_layer_plans.py", *session.posargs)
+
+
+@nox.session
+def coverage(session: nox.Session) -> None:
+    """`tinykit coverage`: every text model type of the installed transformers."""
+    _install(session)
+    session.run("tinykit", "coverage", *session.posargs)
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Every benchmark in benchmarks/."""
+    _install(session)
+    for script in sorted(__import__("pathlib").Path("benchmarks").glob("*.py")):
+        session.run("python", str(script))

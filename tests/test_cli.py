@@ -1,0 +1,63 @@
+"""The `tinykit` command as a user runs it: a real subprocess, exit codes, one-line errors, --json."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import HUB_FILES
+
+
+def tinykit(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "tinykit", *map(str, args)],
+                          capture_output=True, text=True, cwd=cwd, timeout=300)
+
+
+def test_make_tiny_embedded_default_then_verify(tmp_path):
+    out = tmp_path / "tiny-qwen3-moe"
+    made = tinykit("make-tiny", "qwen3_moe", "-o", out, "--json")
+    assert made.returncode == 0, made.stderr
+    result = json.loads(made.stdout)
+    assert result["model_class"] == "Qwen3MoeForCausalLM" and result["path"] == str(out)
+    assert result["bytes"] < 1_000_000 and result["params"] > 0
+    assert {"config.json", "model.safetensors"} <= set(result["files"])
+    checked = tinykit("verify", out)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert checked.stdout.rstrip().endswith("OK")
+    assert "Qwen3MoeSparseMoeBlock" in checked.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [(["make-tiny", HUB_FILES / "THUDM/chatglm3-6b"], 2, "--trust-remote-code"),
+     (["make-tiny", "not-a-model"], 2, "is not a folder with config.json"),
+     (["make-tiny", "llama", "--hidden", "30"], 2, "hidden=30"),
+     (["make-tiny", "deepseek_v3", "--layers", "1"], 2, "cannot keep all 2 block types"),
+     (["verify", "no-such-dir"], 2, "has no config.json")],
+)
+def test_bad_input_gives_one_line_error_nonzero_exit_and_writes_nothing(tmp_path, args, code, message):
+    done = tinykit(*args, "-o", tmp_path / "out") if args[0] == "make-tiny" else tinykit(*args, cwd=tmp_path)
+    assert done.returncode == code
+    assert message in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert done.stderr.startswith("tinykit: error: ")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_verify_fails_with_exit_1_on_a_broken_model(tmp_path):
+    out = tmp_path / "tiny"
+    assert tinykit("make-tiny", "llama", "-o", out).returncode == 0
+    config = json.loads((out / "config.json").read_text())
+    config["vocab_size"] = 8  # the saved embeddings no longer match the config
+    (out / "config.json").write_text(json.dumps(config))
+    done = tinykit("verify", out)
+    assert done.returncode != 0
+
+
+def test_help_lists_the_commands():
+    done = tinykit("--help")
+    assert done.returncode == 0
+    for command in ("make-tiny", "verify", "coverage"):
+        assert command in done.stdout

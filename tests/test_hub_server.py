@@ -1,0 +1,240 @@
+"""The loopback Hub speaks the Hub protocol: real huggingface_hub calls, real HTTP on 127.0.0.1."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from conftest import HUB_FILES
+from huggingface_hub import HfApi, hf_hub_download, snapshot_download
+from huggingface_hub import errors as hf
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tinykit.hub_server import HubServer, serve
+
+_PROPERTY_SETTINGS = dict(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+
+
+def _raw(hub: HubServer, method: str, path: str, headers: dict | None = None):
+    """One request, no redirect following: (status, headers, body)."""
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args, **kwargs):
+            return None
+
+    opener = urllib.request.build_opener(NoRedirect)
+    request = urllib.request.Request(hub.endpoint + path, method=method, headers=headers or {})
+    try:
+        with opener.open(request) as r:
+            return r.status, r.headers, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers, e.read()
+
+
+@pytest.fixture
+def weights_repo(tmp_path: Path) -> Path:
+    """Real BERT config/tokenizer files next to a (fake-content) weight file."""
+    folder = tmp_path / "bert"
+    shutil.copytree(HUB_FILES / "google-bert/bert-base-uncased", folder)
+    (folder / "model.safetensors").write_bytes(b"\x00" * 4096)
+    (folder / "sub").mkdir()
+    (folder / "sub" / "extra.json").write_text("{}")
+    return folder
+
+
+def test_plain_file_head_carries_commit_etag_and_size(tiny_hub, weights_repo):
+    tiny_hub.add_model("org/bert", weights_repo)
+    status, headers, body = _raw(tiny_hub, "HEAD", "/org/bert/resolve/main/config.json")
+    data = (weights_repo / "config.json").read_bytes()
+    assert status == 200 and body == b""
+    blob_id = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+    assert headers["ETag"] == f'"{blob_id}"'
+    assert headers["X-Repo-Commit"] == HfApi().model_info("org/bert").sha
+    assert int(headers["Content-Length"]) == len(data)
+
+
+def test_lfs_file_redirects_to_a_second_origin_with_linked_headers(tiny_hub, weights_repo):
+    tiny_hub.add_model("org/bert", weights_repo)
+    status, headers, _ = _raw(tiny_hub, "HEAD", "/org/bert/resolve/main/model.safetensors")
+    assert status == 302
+    assert headers["Location"].startswith(tiny_hub.cdn_endpoint + "/")
+    assert tiny_hub.cdn_endpoint != tiny_hub.endpoint
+    sha256 = hashlib.sha256(b"\x00" * 4096).hexdigest()
+    assert headers["X-Linked-Etag"] == f'"{sha256}"'
+    assert headers["X-Linked-Size"] == "4096"
+    path = hf_hub_download("org/bert", "model.safetensors")
+    assert Path(path).read_bytes() == b"\x00" * 4096
+    assert [r.kind for r in tiny_hub.log if r.filename == "model.safetensors"][-1] == "cdn"
+
+
+def test_snapshot_download_sends_the_measured_sequence_and_only_allowed_files(
+    tiny_hub, weights_repo
+):
+    tiny_hub.add_model("org/bert", weights_repo)
+    folder = Path(snapshot_download("org/bert", allow_patterns=["*.json", "*.txt"]))
+    assert sorted(p.name for p in folder.rglob("*") if p.is_file()) == [
+        "config.json",
+        "extra.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "vocab.txt",
+    ]
+    first, second = [str(r) for r in tiny_hub.log][:2]
+    assert first == "GET 200 /api/models/org/bert/revision/main"
+    assert second.startswith(f"GET 200 /api/models/org/bert/tree/{folder.name}?recursive=true")
+    assert tiny_hub.log.weight_files_requested() == []
+    assert set(tiny_hub.log.files_downloaded()) == {
+        "config.json",
+        "sub/extra.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "vocab.txt",
+    }
+
+
+def test_errors_carry_the_codes_huggingface_hub_maps(tiny_hub, weights_repo):
+    tiny_hub.add_model("org/bert", weights_repo)
+    with pytest.raises(hf.RepositoryNotFoundError):
+        hf_hub_download("org/missing", "config.json")
+    with pytest.raises(hf.RevisionNotFoundError):
+        hf_hub_download("org/bert", "config.json", revision="nope")
+    with pytest.raises(hf.RemoteEntryNotFoundError):
+        hf_hub_download("org/bert", "missing.json")
+    tiny_hub.gate("org/bert")
+    with pytest.raises(hf.GatedRepoError):
+        hf_hub_download("org/bert", "vocab.txt")
+    assert [r.status for r in tiny_hub.log] == [404, 404, 404, 401]
+
+
+def test_gated_repo_serves_requests_that_carry_its_token(tiny_hub, weights_repo):
+    tiny_hub.add_model("org/bert", weights_repo)
+    tiny_hub.gate("org/bert", token="hf_secret")
+    with pytest.raises(hf.GatedRepoError):
+        hf_hub_download("org/bert", "config.json", token="hf_wrong")
+    assert Path(hf_hub_download("org/bert", "config.json", token="hf_secret")).is_file()
+
+
+def test_hidden_repo_and_file_are_missing(tiny_hub, weights_repo):
+    tiny_hub.add_model("org/bert", weights_repo)
+    tiny_hub.hide("org/bert", "vocab.txt")
+    assert "vocab.txt" not in {s.rfilename for s in HfApi().model_info("org/bert").siblings}
+    tiny_hub.hide("org/bert")
+    with pytest.raises(hf.RepositoryNotFoundError):
+        HfApi().model_info("org/bert")
+
+
+def test_repo_ids_match_case_insensitively_and_report_the_canonical_id(tiny_hub):
+    with serve(HUB_FILES) as hub:
+        status, _, body = _raw(hub, "GET", "/api/models/qwen/QWEN3-8b")
+    assert status == 200 and json.loads(body)["id"] == "Qwen/Qwen3-8B"
+
+
+def test_commit_sha_changes_exactly_when_content_changes(tiny_hub, weights_repo):
+    tiny_hub.add_model("org/bert", weights_repo)
+    api = HfApi()
+    first = api.model_info("org/bert").sha
+    assert api.model_info("org/bert").sha == first
+    (weights_repo / "config.json").write_text('{"model_type": "bert"}')
+    second = api.model_info("org/bert").sha
+    assert second != first and len(second) == 40
+    assert api.model_info("org/bert", revision=second).sha == second
+
+
+@settings(**_PROPERTY_SETTINGS)
+@given(first=st.binary(min_size=8, max_size=8), second=st.binary(min_size=8, max_size=8))
+def test_rewrites_in_quick_succession_still_change_the_sha(tiny_hub, tmp_path, first, second):
+    """Same size, same mtime tick: the sha must still follow the bytes."""
+    (tmp_path / "w.bin").write_bytes(first)
+    tiny_hub.add_model("org/rewrite", tmp_path)
+    before = tiny_hub.store.snapshot("model", "org/rewrite").sha
+    (tmp_path / "w.bin").write_bytes(second)
+    after = tiny_hub.store.snapshot("model", "org/rewrite").sha
+    assert (before == after) == (first == second)
+
+
+def test_a_second_revision_is_served_from_its_own_folder(tiny_hub, weights_repo, tmp_path):
+    other = tmp_path / "dev"
+    other.mkdir()
+    (other / "config.json").write_text('{"dev": true}')
+    tiny_hub.add_model("org/bert", weights_repo)
+    tiny_hub.add_model("org/bert", other, revision="refs/pr/1")
+    path = hf_hub_download("org/bert", "config.json", revision="refs/pr/1")
+    assert json.loads(Path(path).read_text()) == {"dev": True}
+
+
+def test_tree_and_paths_info_list_files_and_directories(tiny_hub, weights_repo):
+    tiny_hub.add_model("org/bert", weights_repo)
+    api = HfApi()
+    top = {e.path for e in api.list_repo_tree("org/bert")}
+    assert "sub" in top and "sub/extra.json" not in top
+    assert "sub/extra.json" in {e.path for e in api.list_repo_tree("org/bert", recursive=True)}
+    infos = api.get_paths_info("org/bert", ["config.json", "sub", "nope.txt"])
+    assert [(type(i).__name__, i.path) for i in infos] == [
+        ("RepoFile", "config.json"),
+        ("RepoFolder", "sub"),
+    ]
+    with pytest.raises(hf.RemoteEntryNotFoundError):
+        list(api.list_repo_tree("org/bert", path_in_repo="nope"))
+
+
+@settings(**_PROPERTY_SETTINGS)
+@given(data=st.binary(min_size=1, max_size=300), a=st.integers(0, 299), n=st.integers(0, 299))
+def test_range_requests_return_exactly_the_asked_bytes(tiny_hub, tmp_path, data, a, n):
+    a = a % len(data)
+    b = min(a + n, len(data) - 1)
+    (tmp_path / "blob.txt").write_bytes(data)
+    tiny_hub.add_model("org/ranges", tmp_path)
+    status, headers, body = _raw(
+        tiny_hub, "GET", "/org/ranges/resolve/main/blob.txt", {"Range": f"bytes={a}-{b}"}
+    )
+    assert status == 206
+    assert body == data[a : b + 1]
+    assert headers["Content-Range"] == f"bytes {a}-{b}/{len(data)}"
+
+
+def test_push_round_trip_writes_a_copy_never_the_mounted_source(tiny_hub, weights_repo, tmp_path):
+    api = HfApi()
+    url = api.create_repo("org/pushed")
+    assert str(url).endswith("/org/pushed")
+    assert str(api.create_repo("org/pushed", exist_ok=True)).endswith("/org/pushed")  # 409 + url
+    upload = tmp_path / "upload"
+    upload.mkdir()
+    (upload / "config.json").write_text('{"a": 1}')
+    (upload / "model.safetensors").write_bytes(b"weights" * 100)  # LFS mode: batch + PUT + verify
+    api.upload_folder(folder_path=upload, repo_id="org/pushed")
+    again = Path(snapshot_download("org/pushed"))
+    assert (again / "model.safetensors").read_bytes() == b"weights" * 100
+    assert any(r.kind == "lfs" and r.method == "PUT" for r in tiny_hub.log)
+
+    tiny_hub.add_model("org/bert", weights_repo)
+    before = sorted(p.name for p in weights_repo.iterdir())
+    api.upload_file(path_or_fileobj=b"new", path_in_repo="new.txt", repo_id="org/bert")
+    api.delete_file("vocab.txt", repo_id="org/bert")
+    assert sorted(p.name for p in weights_repo.iterdir()) == before
+    assert {s.rfilename for s in api.model_info("org/bert").siblings} >= {"new.txt", "config.json"}
+    assert "vocab.txt" not in {s.rfilename for s in api.model_info("org/bert").siblings}
+
+
+def test_failed_and_slow_responses_are_injected_and_counted(tiny_hub, weights_repo):
+    tiny_hub.add_model("org/bert", weights_repo)
+    fault = tiny_hub.fail("/api/models/*", status=503, times=1)
+    with pytest.raises(hf.HfHubHTTPError) as e:
+        HfApi().model_info("org/bert")
+    assert e.value.response.status_code == 503 and fault.hits == 1
+    assert HfApi().model_info("org/bert").id == "org/bert"  # times=1: the next one passes
+    slow = tiny_hub.slow(0.2, "/org/bert/resolve/*")
+    hf_hub_download("org/bert", "config.json")
+    assert slow.hits == 2  # HEAD + GET
+
+
+def test_server_listens_on_loopback_only(tiny_hub):
+    assert tiny_hub.endpoint.startswith("http://127.0.0.1:")
+    assert tiny_hub.cdn_endpoint.startswith("http://127.0.0.1:")

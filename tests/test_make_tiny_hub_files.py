@@ -1,0 +1,154 @@
+"""Acceptance on real configs: every native dev-set repo builds, verifies, is tiny and keeps its block types."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from _hub_files import NATIVE, REMOTE_ONLY, is_multimodal, repo_id
+from conftest import HUB_FILES
+
+import tinykit
+from tinykit.errors import UnsupportedModelError
+from tinykit.shrink.build import build
+from tinykit.shrink.config import shrink_config
+from tinykit.shrink.spec import ShrinkSpec
+from tinykit.shrink.verify import block_types
+
+
+def source_block_types(folder) -> dict[str, list[str]]:
+    """The source's layer kinds: its full depth at tiny width, built on the meta device."""
+    import torch
+    import transformers
+
+    raw = json.loads((folder / "config.json").read_text())
+    config = shrink_config(raw, ShrinkSpec(), keep_depth=True).config
+    with torch.device("meta"):
+        model = getattr(transformers, raw["architectures"][0])._from_config(config)
+    return block_types(model)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    out = tmp_path_factory.mktemp("dev-set")
+    return {repo_id(f): build(f, out / f.name) for f in NATIVE}
+
+
+def test_dev_set_has_the_25_native_repos():
+    assert len(NATIVE) == 25
+
+
+@pytest.mark.parametrize("folder", NATIVE, ids=repo_id)
+def test_builds_verifies_and_is_tiny(folder, built):
+    result = built[repo_id(folder)]
+    report = tinykit.verify(result.path)
+    assert report.ok, report.problems
+    assert report.loss is not None and report.loss > 0
+    assert report.reload_equal is True
+    weights = (result.path / "model.safetensors").stat().st_size
+    assert weights <= (1_500_000 if is_multimodal(folder) else 600_000), weights
+
+
+@pytest.mark.parametrize("folder", NATIVE, ids=repo_id)
+def test_keeps_every_block_type_of_the_source(folder, built):
+    tiny = tinykit.verify(built[repo_id(folder)].path).block_types
+    assert tiny == source_block_types(folder)
+
+
+@pytest.mark.parametrize("name", ["Qwen/Qwen3-30B-A3B", "Qwen/Qwen3-Next-80B-A3B-Instruct",
+                                  "deepseek-ai/DeepSeek-R1", "mistralai/Mixtral-8x7B-v0.1",
+                                  "openai/gpt-oss-20b", "ibm-granite/granite-3.1-1b-a400m-instruct"])
+def test_moe_sources_keep_moe(name, built):
+    config = json.loads((built[name].path / "config.json").read_text())
+    experts = [config[k] for k in ("num_experts", "num_local_experts", "n_routed_experts") if k in config]
+    assert experts and 2 <= max(experts) <= 4
+    routed = [config[k] for k in ("num_experts_per_tok",) if k in config]
+    assert all(1 <= r <= max(experts) for r in routed)
+
+
+def test_deepseek_keeps_a_dense_and_an_moe_layer(built):
+    kinds = tinykit.verify(built["deepseek-ai/DeepSeek-R1"].path).block_types["model.layers"]
+    assert any("mlp:DeepseekV3MLP" in k for k in kinds) and any("mlp:DeepseekV3MoE" in k for k in kinds)
+    assert len(kinds) == 2
+
+
+def test_qwen3_next_keeps_linear_and_full_attention(built):
+    config = json.loads((built["Qwen/Qwen3-Next-80B-A3B-Instruct"].path / "config.json").read_text())
+    assert config["layer_types"] == ["linear_attention", "full_attention"]
+    assert config["num_hidden_layers"] == 2
+
+
+def test_gpt_oss_keeps_sliding_and_full_attention(built):
+    config = json.loads((built["openai/gpt-oss-20b"].path / "config.json").read_text())
+    assert sorted(set(config["layer_types"])) == ["full_attention", "sliding_attention"]
+    assert "quantization_config" not in config
+
+
+def test_token_ids_stay_inside_the_vocab(built):
+    for name, result in built.items():
+        for file in ("config.json", "generation_config.json"):
+            path = result.path / file
+            if not path.is_file():
+                continue
+            data = json.loads(path.read_text())
+            vocab = data.get("vocab_size") or data.get("text_config", {}).get("vocab_size") or 1024
+            ids = [v for k, v in _flatten(data) if k.endswith(("_token_id", "_token_index"))]
+            assert all(i < vocab for i in ids if isinstance(i, int)), (name, file, ids)
+
+
+def _flatten(node, prefix=""):
+    for k, v in node.items():
+        if isinstance(v, dict):
+            yield from _flatten(v)
+        elif isinstance(v, list) and all(isinstance(x, int) for x in v):
+            yield from ((k, x) for x in v)
+        else:
+            yield k, v
+
+
+@pytest.mark.parametrize("name", sorted(REMOTE_ONLY))
+def test_remote_code_repo_fails_cleanly_and_writes_nothing(name, tmp_path):
+    out = tmp_path / "tiny"
+    with pytest.raises(UnsupportedModelError, match="--trust-remote-code"):
+        tinykit.make_tiny(HUB_FILES / name, out)
+    assert not out.exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_faithful_mode_keeps_the_real_tokenizer_and_chat_template(tmp_path):
+    import transformers
+
+    out = tinykit.make_tiny(HUB_FILES / "mistralai/Mistral-7B-Instruct-v0.3", tmp_path / "f", mode="faithful")
+    tokenizer = transformers.AutoTokenizer.from_pretrained(out)
+    model = transformers.AutoModelForCausalLM.from_pretrained(out)
+    assert model.config.vocab_size == len(tokenizer) == 32768
+    source = transformers.AutoTokenizer.from_pretrained(HUB_FILES / "mistralai/Mistral-7B-Instruct-v0.3")
+    chat = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    ids = tokenizer.apply_chat_template(chat, tokenize=True)
+    assert ids == source.apply_chat_template(chat, tokenize=True)  # real tokens, counted as the source does
+    assert model.config.bos_token_id == source.bos_token_id
+    assert sum(p.numel() for p in model.model.layers.parameters()) < 100_000  # the body is tiny
+
+
+def test_faithful_mode_of_a_bare_model_type_is_refused(tmp_path):
+    with pytest.raises(tinykit.errors.UsageError, match="--mode tiny"):
+        tinykit.make_tiny("llama", tmp_path / "f", mode="faithful")
+    assert not (tmp_path / "f").exists()
+
+
+@pytest.mark.parametrize("folder", [f for f in NATIVE if (f / "tokenizer_config.json").is_file()
+                                    or (f / "tokenizer.json").is_file()], ids=repo_id)
+def test_whole_fixture_with_its_tokenizer_is_tiny_and_consistent(folder, built):
+    import transformers
+
+    result = built[repo_id(folder)]
+    report = tinykit.verify(result.path)
+    config = transformers.AutoConfig.from_pretrained(result.path)
+    reads_tokens = getattr(transformers, config.architectures[0]).main_input_name == "input_ids"
+    assert report.tokenizer is not None and report.tokenizer["ok"], report.tokenizer
+    if reads_tokens:  # speech models (Whisper) read audio features, their tokenizer only decodes
+        assert report.tokenizer["forward"]["finite"], report.tokenizer
+    tokenizer = transformers.AutoTokenizer.from_pretrained(result.path)
+    assert config.get_text_config().vocab_size == len(tokenizer) <= 1024
+    if not is_multimodal(folder):
+        assert result.bytes <= 1_000_000, result.files

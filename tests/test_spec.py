@@ -1,0 +1,68 @@
+"""ShrinkSpec bounds, and the property that any spec within them builds or fails cleanly."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from _hub_files import NATIVE, repo_id
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tinykit.errors import ShrinkConstraintError, TinykitError
+from tinykit.shrink.build import build
+from tinykit.shrink.spec import ShrinkSpec
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [({"hidden": 30}, "hidden"), ({"heads": 4, "kv_heads": 3}, "kv_heads"), ({"vocab": 10}, "vocab"),
+     ({"experts": 1}, "experts"), ({"experts": 2, "experts_per_tok": 3}, "experts_per_tok"),
+     ({"dtype": "int8"}, "dtype"), ({"layers": 0}, "layers"), ({"hidden": 12, "heads": 4}, "hidden"),
+     ({"image_size": 30, "patch_size": 8}, "patch_size"), ({"seed": -1}, "seed")],
+)
+def test_out_of_bounds_values_name_the_field(kwargs, field):
+    with pytest.raises(ShrinkConstraintError) as e:
+        ShrinkSpec(**kwargs)
+    assert e.value.field == field
+    assert "\n" not in str(e.value)
+
+
+def test_unknown_option_is_a_usage_error():
+    with pytest.raises(ShrinkConstraintError, match="unknown shrink option"):
+        ShrinkSpec.from_kwargs(hiden=32)
+
+
+@st.composite
+def specs(draw):
+    heads = draw(st.sampled_from([1, 2, 4, 8]))
+    hidden = heads * 2 * draw(st.integers(1, 8))
+    experts = draw(st.integers(2, 6))
+    return dict(
+        hidden=hidden, heads=heads, kv_heads=draw(st.sampled_from([d for d in (1, 2, 4, 8) if heads % d == 0])),
+        intermediate=draw(st.integers(4, 96)), vocab=draw(st.integers(64, 2048)),
+        layers=draw(st.one_of(st.just("auto"), st.integers(1, 4))), experts=experts,
+        experts_per_tok=draw(st.integers(1, experts)), expert_intermediate=draw(st.integers(4, 64)),
+        max_positions=draw(st.integers(32, 1024)), window=draw(st.integers(2, 64)),
+        seed=draw(st.integers(0, 2**32 - 1)), dtype=draw(st.sampled_from(["float32", "bfloat16"])),
+    )
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(folder=st.sampled_from(NATIVE), spec=specs())
+def test_any_spec_within_bounds_builds_a_working_model_or_fails_cleanly(folder, spec, tmp_path_factory):
+    import torch
+    import transformers
+
+    out = tmp_path_factory.mktemp("prop") / "tiny"
+    try:
+        result = build(folder, out, **spec)
+    except TinykitError as e:
+        assert str(e) and "\n" not in str(e), repo_id(folder)
+        assert not out.exists()
+        return
+    config = json.loads((out / "config.json").read_text())
+    model = getattr(transformers, config["architectures"][0]).from_pretrained(out)
+    assert sum(p.numel() for p in model.parameters()) == result.params > 0
+    assert {str(p.dtype) for p in model.parameters()} == {f"torch.{spec['dtype']}"}
+    assert torch.device("cpu") == next(model.parameters()).device

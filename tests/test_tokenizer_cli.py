@@ -1,0 +1,84 @@
+"""`tinykit make-tiny-tokenizer` and make_tiny_tokenizer: output, atomic writes, errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from tokenizer_sources import REPO, hub
+
+import tinykit
+from tinykit.errors import ShrinkConstraintError, UsageError
+
+
+def _cli(*args, cwd):
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run(
+        [sys.executable, "-m", "tinykit", "make-tiny-tokenizer", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=120,
+    )
+
+
+def test_cli_writes_a_tiny_tokenizer_and_reports_json(tmp_path):
+    out = tmp_path / "tiny"
+    proc = _cli(hub("openai-community/gpt2-xl"), "--vocab", 512, "-o", out, "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    info = json.loads(proc.stdout)
+    assert info["vocab_size"] == 512 and info["kind"] == "byte-level-bpe"
+    assert info["id_map"] == {"50256": 511} and info["out"] == str(out)
+    assert (out / "tokenizer.json").is_file() and info["size_bytes"] < 100 * 1024
+    assert [p.name for p in tmp_path.iterdir()] == ["tiny"]  # no staging folder left behind
+
+
+def test_cli_default_out_refuses_to_overwrite_without_force(tmp_path):
+    src = hub("google-bert/bert-base-uncased")
+    assert _cli(src, "--vocab", 300, cwd=tmp_path).returncode == 0
+    out = tmp_path / "tiny-bert-base-uncased-tokenizer"
+    before = (out / "tokenizer.json").read_bytes()
+    proc = _cli(src, "--vocab", 400, cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert (
+        proc.stderr.strip().splitlines()[-1].startswith("tinykit: error: UsageError: output folder")
+    )
+    assert (out / "tokenizer.json").read_bytes() == before
+    proc = _cli(src, "--vocab", 400, "--force", cwd=tmp_path)
+    assert proc.returncode == 0 and "400 ids" in proc.stdout
+
+
+def test_cli_bad_source_is_one_line_and_exit_2(tmp_path):
+    proc = _cli(hub("Qwen/Qwen3-8B"), cwd=tmp_path)  # config.json only: no tokenizer
+    assert proc.returncode == 2
+    assert proc.stderr.count("tinykit: error:") == 1 and "Traceback" not in proc.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_api_failure_leaves_nothing_half_written(tmp_path):
+    out = tmp_path / "tiny"
+    with pytest.raises(ShrinkConstraintError):
+        tinykit.make_tiny_tokenizer(hub("openai-community/gpt2-xl"), vocab=100, out=out)
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(UsageError, match="is not a folder with config.json"):
+        tinykit.make_tiny_tokenizer("no such source", out=out)
+    path = tinykit.make_tiny_tokenizer(hub("facebook/bart-large-cnn"), vocab=600, out=out)
+    assert path == out
+    record = json.loads((out / "tinykit-tokenizer.json").read_text())
+    assert record["vocab_size"] == 600 and record["id_map"]["50264"] == 599  # <mask>
+
+
+def test_hub_ids_and_model_types_are_sources_too(tiny_hub, tmp_path):
+    tiny_hub.add_model("openai-community/gpt2-xl", hub("openai-community/gpt2-xl"))
+    path = tinykit.make_tiny_tokenizer("openai-community/gpt2-xl", vocab=400, out=tmp_path / "hub")
+    record = json.loads((path / "tinykit-tokenizer.json").read_text())
+    assert record["vocab_size"] == 400 and record["id_map"]["50256"] == 399  # <|endoftext|>
+    assert len(record["revision"]) == 40  # the served commit sha
+    assert "openai-community/gpt2-xl/resolve/" in " ".join(str(r) for r in tiny_hub.log)
+    assert tiny_hub.log.weight_files_requested() == []
+    trained = tinykit.make_tiny_tokenizer("llama", vocab=512, out=tmp_path / "llama")
+    assert json.loads((trained / "tinykit-tokenizer.json").read_text())["method"] == "scratch"

@@ -1,0 +1,64 @@
+"""`tinykit make-tiny SOURCE`: build a tiny random model (adapter over tinykit.shrink.build)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+from tinykit.cli import emit
+
+
+def _layers(value: str) -> int | str:
+    if value == "auto":
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer or 'auto', got {value!r}") from None
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from tinykit.shrink.spec import ShrinkSpec
+
+    p = sub.add_parser(
+        "make-tiny", help="build a tiny random model from a Hub id, a folder or a model_type",
+        description="Build a tiny random-weight model that keeps every block type of SOURCE "
+        "(a folder with config.json, a transformers model_type such as qwen3_moe, or a Hub id "
+        "org/name[@revision]; Hub ids download config/tokenizer/processor files only, never weights).",
+    )
+    p.add_argument("source")
+    p.add_argument("-o", "--out", help="output folder (default: ./tiny-<name>)")
+    p.add_argument("--revision", help="Hub revision: branch, tag or commit sha")
+    docs = {f.name: f for f in dataclasses.fields(ShrinkSpec)}
+    for name in ("hidden", "heads", "kv_heads", "intermediate", "vocab", "experts", "experts_per_tok",
+                 "expert_intermediate", "max_positions", "window", "image_size", "patch_size", "seed"):
+        p.add_argument(f"--{name.replace('_', '-')}", type=int, dest=name, metavar="N",
+                       help=f"default {docs[name].default}")
+    p.add_argument("--layers", type=_layers, metavar="N|auto",
+                   help="layers per stack; auto keeps one of every block type (default)")
+    p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], help="default float32")
+    p.add_argument("--mode", choices=["tiny", "faithful"],
+                   help="tiny shrinks the vocab (default); faithful keeps the real tokenizer")
+    p.add_argument("--recipe", action="append", default=[], metavar="PATH",
+                   help="extra recipe TOML file (repeatable)")
+    p.add_argument("--force", action="store_true", help="replace the output folder if it exists")
+    p.add_argument("--push-to-hub", metavar="ORG/NAME", help="publish the built folder to this Hub repo")
+    p.add_argument("--trust-remote-code", action="store_true",
+                   help="allow configs that need the repository's own code (auto_map)")
+    p.add_argument("--json", action="store_true", help="print a machine-readable result")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from tinykit.shrink.build import build
+    from tinykit.shrink.spec import ShrinkSpec
+
+    spec = {f.name: getattr(args, f.name) for f in dataclasses.fields(ShrinkSpec)}
+    result = build(args.source, args.out, revision=args.revision, force=args.force,
+                   trust_remote_code=args.trust_remote_code, recipes=tuple(args.recipe),
+                   push_to_hub=args.push_to_hub, **spec)
+    layers = ", ".join(f"{k}: {v}" for k, v in result.layers.items())
+    emit(result.to_dict(), args.json,
+         f"{result.path}: {result.model_class}, {result.params:,} params, {result.bytes:,} bytes, "
+         f"{result.seconds:.2f} s (layers kept {layers})" + (f"; pushed {result.pushed}" if result.pushed else ""))
+    return 0

@@ -1,0 +1,48 @@
+"""`tinykit make-tiny-tokenizer SOURCE`: shrink a tokenizer folder to a tiny one."""
+
+from __future__ import annotations
+
+import json
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "make-tiny-tokenizer",
+        help="shrink a tokenizer (special tokens, chat template kept) to a few hundred ids",
+        description="Shrink the tokenizer in a local folder laid out as on the Hub to at most "
+        "--vocab ids, keeping special/added tokens, the post-processor and the chat template, "
+        "then validate it.",
+    )
+    p.add_argument("source", help="folder with tokenizer.json / vocab files / tokenizer.model")
+    p.add_argument("--vocab", type=int, default=1024, help="maximum number of ids (default 1024)")
+    p.add_argument("-o", "--out", help="output folder (default ./tiny-<name>-tokenizer)")
+    p.add_argument("--force", action="store_true", help="replace OUT if it exists")
+    p.add_argument(
+        "--method",
+        choices=("auto", "retrain"),
+        default="auto",
+        help="auto: edit the vocab, train only when there is none; retrain: always retrain",
+    )
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from tinykit.shrink.tokenizer import make_tiny_tokenizer
+
+    out = make_tiny_tokenizer(
+        args.source, vocab=args.vocab, out=args.out, force=args.force, method=args.method
+    )
+    info = json.loads((out / "tinykit-tokenizer.json").read_text("utf-8"))
+    info["out"] = str(out)
+    size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
+    info["size_bytes"] = size
+    from tinykit.cli import emit
+
+    emit(
+        info,
+        args.json,
+        f"{out}: {info['vocab_size']} ids, {info['kind']} ({info['method']}), "
+        f"{size / 1024:.1f} KB, {len(info['id_map'])} special ids remapped",
+    )
+    return 0

@@ -1,0 +1,31 @@
+"""`tinykit verify DIR`: load a tiny model and prove it trains, generates and reloads."""
+
+from __future__ import annotations
+
+import argparse
+
+from tinykit.cli import emit
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("verify", help="check a tiny model folder: forward, backward, generate, reload",
+                       description="Load DIR, run forward + backward (finite loss), generate for "
+                       "generative text models, reload and compare logits; exit 1 on any failure.")
+    p.add_argument("path")
+    p.add_argument("--json", action="store_true", help="print a machine-readable report")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from tinykit.shrink.verify import verify
+
+    r = verify(args.path)
+    kinds = sum(len(v) for v in r.block_types.values())
+    lines = [f"{r.path}: {r.model_class}, {r.params:,} params, {r.bytes:,} bytes, loss {r.loss}, "
+             f"{r.grads}, generate {r.generated}, reload identical {r.reload_equal}, "
+             f"{kinds} block type(s) in {len(r.block_types)} stack(s)"]
+    lines += [f"  {stack}: {kind}" for stack, ks in r.block_types.items() for kind in ks]
+    lines += [f"  PROBLEM: {p}" for p in r.problems]
+    lines.append("OK" if r.ok else "FAILED")
+    emit(r.to_dict(), args.json, "\n".join(lines))
+    return 0 if r.ok else 1

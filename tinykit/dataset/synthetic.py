@@ -1,0 +1,164 @@
+"""`make_synthetic_dataset`: rows drawn from a `Features` schema, for tests that must not
+depend on real data.
+
+Rows come from `tinykit.strategies.dataset_row`, drawn outside a Hypothesis test with a
+seeded `Random`, so the same schema, seed and library versions give byte-identical files.
+Hypothesis normally mixes in constants harvested from whatever modules happen to be
+imported; that would make the output depend on the caller's process, so it is switched off.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from random import Random
+from typing import Any
+
+from tinykit.dataset import source as sources
+from tinykit.dataset.write import Card, Split, check_target, write_dataset
+from tinykit.errors import UsageError
+
+DEFAULT_ROWS = 20
+_MAX_ATTEMPTS_PER_ROW = 10
+
+
+def make_synthetic_dataset(
+    features_or_source: Any,
+    rows: int = DEFAULT_ROWS,
+    out: str | Path | None = None,
+    seed: int = 0,
+    *,
+    overwrite: bool = False,
+) -> Path:
+    """Write a dataset of `rows` synthetic rows per split, loadable with `datasets.load_dataset`.
+
+    `features_or_source` is a `datasets.Features`, its `to_dict()` form, a `.json` file
+    holding that form, or a dataset source (Hub id, folder, data files) whose configs, splits
+    and features are copied, without any of its rows.
+    """
+    if isinstance(rows, bool) or not isinstance(rows, int) or rows <= 0:
+        raise UsageError(f"rows={rows!r} is not a positive integer. Pass --rows 1 or more.")
+    out = Path(out) if out is not None else Path("synthetic-dataset")
+    check_target(out, overwrite)
+    schemas, described, revision = _schemas(features_or_source)
+    tables = {
+        config: [
+            Split(split, features, draw_rows(features, rows, f"{seed}/{config}/{split}"))
+            for split, features in splits.items()
+        ]
+        for config, splits in schemas.items()
+    }
+    import hypothesis
+
+    card = Card(
+        title=out.name,
+        source=described,
+        revision=revision,
+        command=_rebuild_command(features_or_source, rows, seed, out),
+        selection=(
+            f"Every split holds {rows} synthetic rows drawn from the features by "
+            f"`tinykit.strategies.dataset_row` with seed {seed} "
+            f"(hypothesis {hypothesis.__version__}). "
+            "None of the rows comes from real data."
+        ),
+    )
+    return write_dataset(out, tables, card, overwrite)
+
+
+def draw_rows(features: Any, n: int, seed: int | str) -> list[dict]:
+    """`n` rows for `features`, the same for the same seed in any process."""
+    from hypothesis.control import BuildContext
+    from hypothesis.errors import StopTest, UnsatisfiedAssumption
+    from hypothesis.internal.conjecture.data import ConjectureData
+
+    from tinykit.strategies import dataset_row
+
+    rng, strategy, rows = Random(seed), dataset_row(features), []
+    for _ in range(n * _MAX_ATTEMPTS_PER_ROW):
+        if len(rows) == n:
+            break
+        data = ConjectureData(random=rng, provider=_provider())
+        try:
+            with BuildContext(data, wrapped_test=draw_rows):  # what @given sets up around a draw
+                rows.append(data.draw(strategy))
+        except (StopTest, UnsatisfiedAssumption):  # out of choice budget, or a filter said no
+            continue
+    if len(rows) < n:
+        raise UsageError(
+            f"Could not draw {n} rows for features {features!r}: the schema is too large to "
+            "generate. Reduce nesting or fixed list lengths."
+        )
+    return rows
+
+
+def _provider():
+    from hypothesis.internal.conjecture.providers import HypothesisProvider
+
+    class SeededProvider(HypothesisProvider):
+        """Draws from the seeded random only: no constants from the caller's imported modules."""
+
+        def _maybe_draw_constant(self, *args, **kwargs):
+            return None
+
+    return SeededProvider
+
+
+def _schemas(spec: Any) -> tuple[dict[str, dict[str, Any]], str, str | None]:
+    """{config: {split: Features}}, a description for the card, and a source revision."""
+    from datasets import Features
+
+    if isinstance(spec, Features):
+        return {"default": {"train": spec}}, "a Features schema", None
+    if isinstance(spec, dict):
+        return {"default": {"train": _features_from_dict(spec)}}, "a Features schema", None
+    path = Path(str(spec))
+    if path.is_file() and path.suffix == ".json" and _is_features_file(path):
+        return (
+            {"default": {"train": _features_from_dict(json.loads(path.read_text()))}},
+            path.name,
+            None,
+        )
+    src = sources.resolve(spec)
+    schemas: dict[str, dict[str, Any]] = {}
+    for config in sources.config_names(src):
+        builder = sources.open_config(src, config)
+        pools = {s: sources.stream_rows(builder, s, 200) for s in sources.split_names(builder)}
+        declared = next((f for f, _ in pools.values() if f is not None), None)
+        features = declared or sources.infer_features(
+            [r for _, rows in pools.values() for r in rows], f"Config {config!r} of {src.spec!r}"
+        )
+        schemas[config] = {split: features for split in pools}
+    return schemas, f"the schema of `{src.spec}`", src.revision
+
+
+def _is_features_file(path: Path) -> bool:
+    """A .json holding a `Features.to_dict()` mapping, rather than json data rows."""
+    try:
+        data = json.loads(path.read_text())
+    except ValueError:
+        return False
+    # json *data* is a list of rows, or a dict of columns (lists); a schema maps names to dicts
+    return isinstance(data, dict) and bool(data) and all(isinstance(v, dict) for v in data.values())
+
+
+def _features_from_dict(data: dict) -> Any:
+    from datasets import Features
+
+    try:
+        return Features.from_dict(data)
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise UsageError(
+            f"Not a valid Features mapping: {e}. Pass `Features.to_dict()` output, e.g. "
+            '{"text": {"dtype": "string", "_type": "Value"}}.'
+        ) from e
+
+
+def _rebuild_command(spec: Any, rows: int, seed: int, out: Path) -> str:
+    from datasets import Features
+
+    if isinstance(spec, (Features, dict)):
+        head = ["tinykit", "make-synthetic-dataset", "--features", "features.json"]
+    else:
+        head = ["tinykit", "make-synthetic-dataset", str(spec)]
+    return shlex.join([*head, "--rows", str(rows), "--seed", str(seed), "-o", out.name])

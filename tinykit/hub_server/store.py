@@ -1,0 +1,385 @@
+"""The repositories a loopback Hub serves: plain folders, their file hashes, commits and pushes.
+
+A repo is a folder, found either under the served root (`<org>/<name>/` for models,
+`datasets/<org>/<name>/`, `spaces/<org>/<name>/`) or mounted explicitly with `RepoStore.mount`
+(that is how the `tiny_hub` fixture serves folders from anywhere, and how a second revision
+of a repo is served). Ids are matched case-insensitively, as the real Hub does.
+
+Commit shas are derived from the content (repo, revision name, every path and blob id), so a
+client's cached snapshot goes stale exactly when a served file changes. Pushes write into the
+root; a push to a mounted repo first copies it there, so a mounted source is never modified.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+REPO_TYPES = ("model", "dataset", "space")
+URL_PREFIX = {"model": "", "dataset": "datasets/", "space": "spaces/"}
+
+# The Hub stores these as LFS objects (the default `.gitattributes` of a new Hub repo), and so
+# does every file of 10 MiB or more: they are served with X-Linked-Etag and a CDN redirect.
+LFS_SUFFIXES = frozenset(
+    {
+        ".7z",
+        ".arrow",
+        ".bin",
+        ".bz2",
+        ".ckpt",
+        ".ftz",
+        ".gguf",
+        ".gz",
+        ".h5",
+        ".joblib",
+        ".lfs",
+        ".mlmodel",
+        ".model",
+        ".msgpack",
+        ".npy",
+        ".npz",
+        ".onnx",
+        ".ot",
+        ".parquet",
+        ".pb",
+        ".pickle",
+        ".pkl",
+        ".pt",
+        ".pth",
+        ".rar",
+        ".safetensors",
+        ".tar",
+        ".tflite",
+        ".tgz",
+        ".wasm",
+        ".xz",
+        ".zip",
+        ".zst",
+    }
+)
+LFS_MIN_SIZE = 10 * 1024 * 1024
+_SETTLED_NS = 2_000_000_000
+_SKIPPED_DIRS = {".git", ".cache"}  # git internals and huggingface_hub's local_dir metadata
+
+
+class HubNotFound(Exception):
+    """A lookup failed; `code` is the Hub's X-Error-Code (RepoNotFound, RevisionNotFound, ...)."""
+
+    def __init__(self, code: str, message: str, commit: str | None = None) -> None:
+        super().__init__(message)
+        self.code, self.message, self.commit = code, message, commit
+
+
+def is_lfs(path: str, size: int) -> bool:
+    return size >= LFS_MIN_SIZE or PurePosixPath(path).suffix.lower() in LFS_SUFFIXES
+
+
+def git_blob_id(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def lfs_pointer(sha256: str, size: int) -> bytes:
+    return (
+        f"version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {size}\n".encode()
+    )
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """One file of a snapshot, with the ids the Hub reports for it."""
+
+    path: str
+    size: int
+    blob_id: str  # git blob sha1 of the content, or of the LFS pointer for LFS files
+    sha256: str | None  # set for LFS files only
+    local: Path
+
+    def tree_json(self) -> dict:
+        item = {"type": "file", "path": self.path, "size": self.size, "oid": self.blob_id}
+        if self.sha256:
+            pointer_size = len(lfs_pointer(self.sha256, self.size))
+            item["lfs"] = {"oid": self.sha256, "size": self.size, "pointerSize": pointer_size}
+        return item
+
+    def sibling_json(self) -> dict:
+        item = {"rfilename": self.path, "size": self.size, "blobId": self.blob_id}
+        if self.sha256:
+            pointer_size = len(lfs_pointer(self.sha256, self.size))
+            item["lfs"] = {"sha256": self.sha256, "size": self.size, "pointerSize": pointer_size}
+        return item
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A repo at one revision: what every read endpoint answers from."""
+
+    repo_type: str
+    repo_id: str  # canonical spelling (as on disk or as mounted)
+    revision: str
+    sha: str
+    files: dict[str, FileEntry]
+    gated: bool
+
+    def _directory(self, path: str) -> dict:
+        return {"type": "directory", "path": path, "oid": self.sha, "size": 0}
+
+    def tree(self, path: str = "", *, recursive: bool = False) -> list[dict]:
+        """The tree-listing entries below `path`, as `/api/.../tree/{rev}/{path}` answers."""
+        path = path.strip("/")
+        prefix = f"{path}/" if path else ""
+        below = [f for f in self.files if f.startswith(prefix)]
+        if path and not below:
+            raise HubNotFound(
+                "EntryNotFound", f"{path} does not exist at {self.revision}", self.sha
+            )
+        entries: dict[str, dict] = {}
+        for name in below:
+            parts = name[len(prefix) :].split("/")
+            for depth in range(1, len(parts)):  # the directories on the way
+                if recursive or depth == 1:
+                    directory = prefix + "/".join(parts[:depth])
+                    entries[directory] = self._directory(directory)
+            if recursive or len(parts) == 1:
+                entries[name] = self.files[name].tree_json()
+        return [entries[k] for k in sorted(entries)]
+
+    def path_info(self, path: str) -> dict | None:
+        """The entry at `path` itself (file or directory), as paths-info answers; None if absent."""
+        path = path.strip("/")
+        if path in self.files:
+            return self.files[path].tree_json()
+        if not path or any(f.startswith(path + "/") for f in self.files):
+            return self._directory(path)
+        return None
+
+
+class RepoStore:
+    """Thread-safe view of the served repos. `root` is read and also receives pushes."""
+
+    def __init__(self, root: Path) -> None:
+        self._lock = threading.RLock()
+        self._hashes: dict[
+            tuple[str, int, int], tuple[str, str]
+        ] = {}  # survives resets: pure cache
+        self.lfs_objects = Path(tempfile.mkdtemp(prefix="tinykit-hub-lfs-"))
+        self.reset(root)
+
+    def reset(self, root: Path) -> None:
+        """Serve `root` and nothing else: drop mounts, hidden entries and gates."""
+        with self._lock:
+            self.root = Path(root)
+            self._mounts: dict[tuple[str, str, str], tuple[str, Path]] = {}
+            self._hidden: set[tuple[str, str, str | None]] = set()
+            self._gates: dict[tuple[str, str], str | None] = {}
+
+    # -- configuration (used by the fixture and by tests) -------------------------------------
+
+    def mount(self, repo_type: str, repo_id: str, folder: Path, revision: str = "main") -> None:
+        folder = Path(folder)
+        if not folder.is_dir():
+            raise NotADirectoryError(f"cannot serve {repo_id!r}: {folder} is not a directory")
+        with self._lock:
+            self._mounts[(repo_type, repo_id.lower(), revision)] = (repo_id, folder)
+
+    def hide(self, repo_type: str, repo_id: str, path: str | None = None) -> None:
+        """Make a repo (path=None) or one of its files answer 404 as if it did not exist."""
+        with self._lock:
+            self._hidden.add((repo_type, repo_id.lower(), path))
+
+    def gate(self, repo_type: str, repo_id: str, token: str | None = None) -> None:
+        """File downloads need `Authorization: Bearer <token>`; token=None: nothing opens them."""
+        with self._lock:
+            self._gates[(repo_type, repo_id.lower())] = token
+
+    def gate_allows(self, repo_type: str, repo_id: str, authorization: str | None) -> bool:
+        key = (repo_type, repo_id.lower())
+        if key not in self._gates:
+            return True
+        token = self._gates[key]
+        return token is not None and authorization == f"Bearer {token}"
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def _locate(self, repo_type: str, repo_id: str, revision: str) -> tuple[str, Path] | None:
+        if (repo_type, repo_id.lower(), None) in self._hidden:
+            return None
+        mounted = self._mounts.get((repo_type, repo_id.lower(), revision))
+        if mounted:
+            return mounted
+        if revision != "main" or repo_id.count("/") != 1:
+            return None
+        base = self.root / URL_PREFIX[repo_type] if URL_PREFIX[repo_type] else self.root
+        found = base
+        for part in repo_id.split("/"):
+            match = _child_casefold(found, part)
+            if match is None:
+                return None
+            found = match
+        canonical = "/".join(found.relative_to(base).parts)
+        return canonical, found
+
+    def _revisions(self, repo_type: str, repo_id: str) -> list[str]:
+        if (repo_type, repo_id.lower(), None) in self._hidden:
+            return []
+        names = {rev for (t, rid, rev) in self._mounts if t == repo_type and rid == repo_id.lower()}
+        if self._locate(repo_type, repo_id, "main"):
+            names.add("main")
+        return sorted(names)
+
+    def exists(self, repo_type: str, repo_id: str) -> bool:
+        with self._lock:
+            return bool(self._revisions(repo_type, repo_id))
+
+    def snapshot(self, repo_type: str, repo_id: str, revision: str = "main") -> Snapshot:
+        """The repo at a branch name or a commit sha; raises HubNotFound."""
+        with self._lock:
+            revisions = self._revisions(repo_type, repo_id)
+            if not revisions:
+                raise HubNotFound(
+                    "RepoNotFound", f"Repository {repo_id!r} ({repo_type}) not found."
+                )
+            if revision in revisions:
+                return self._build(repo_type, repo_id, revision)
+            for name in revisions:
+                snap = self._build(repo_type, repo_id, name)
+                if revision.lower() == snap.sha:
+                    return snap
+            raise HubNotFound("RevisionNotFound", f"Invalid rev id: {revision}")
+
+    def _build(self, repo_type: str, repo_id: str, revision: str) -> Snapshot:
+        located = self._locate(repo_type, repo_id, revision)
+        assert located is not None  # callers only pass revisions from _revisions()
+        canonical, folder = located
+        hidden = {p for (t, rid, p) in self._hidden if t == repo_type and rid == repo_id.lower()}
+        files = {}
+        for local in sorted(_walk(folder)):
+            path = local.relative_to(folder).as_posix()
+            if path not in hidden:
+                files[path] = self._entry(path, local)
+        digest = hashlib.sha1(f"{repo_type}/{canonical}@{revision}\n".encode())
+        for entry in files.values():
+            digest.update(f"{entry.path}\0{entry.blob_id}\n".encode())
+        gated = (repo_type, repo_id.lower()) in self._gates
+        return Snapshot(repo_type, canonical, revision, digest.hexdigest(), files, gated)
+
+    def _entry(self, path: str, local: Path) -> FileEntry:
+        stat = local.stat()
+        key = (str(local), stat.st_size, stat.st_mtime_ns)
+        hashes = self._hashes.get(key)
+        if hashes is None:  # hashing a 90 MB file costs ~0.3 s: once per version
+            sha1, sha256 = hashlib.sha1(b"blob %d\0" % stat.st_size), hashlib.sha256()
+            with open(local, "rb") as f:
+                while chunk := f.read(1 << 20):
+                    sha1.update(chunk)
+                    sha256.update(chunk)
+            hashes = sha1.hexdigest(), sha256.hexdigest()
+            # mtime ticks are coarse (ms): a file written again within one tick and at the same
+            # size would keep a stale hash, so only files left alone for a while are cached.
+            if time.time_ns() - stat.st_mtime_ns > _SETTLED_NS:
+                self._hashes[key] = hashes
+        blob_sha1, sha256 = hashes
+        if is_lfs(path, stat.st_size):
+            return FileEntry(
+                path, stat.st_size, git_blob_id(lfs_pointer(sha256, stat.st_size)), sha256, local
+            )
+        return FileEntry(path, stat.st_size, blob_sha1, None, local)
+
+    # -- writes (create-repo, commit, LFS upload) ----------------------------------------------
+
+    def create(self, repo_type: str, repo_id: str) -> bool:
+        """Create an empty repo under the root; False if it already exists."""
+        with self._lock:
+            if self.exists(repo_type, repo_id):
+                return False
+            (self.root / URL_PREFIX[repo_type] / repo_id).mkdir(parents=True, exist_ok=True)
+            return True
+
+    def writable_folder(self, repo_type: str, repo_id: str, revision: str) -> Path:
+        """The folder a commit writes into; a mounted repo is copied under the root first."""
+        with self._lock:
+            snap = self.snapshot(repo_type, repo_id, revision)
+            located = self._locate(repo_type, repo_id, snap.revision)
+            assert located is not None
+            canonical, folder = located
+            key = (repo_type, repo_id.lower(), snap.revision)
+            if key in self._mounts or snap.revision != "main":
+                target = self.root / URL_PREFIX[repo_type] / canonical
+                if snap.revision != "main":
+                    target = self.root / "_revisions" / repo_type / canonical / snap.revision
+                if target.resolve() != folder.resolve():
+                    shutil.rmtree(target, ignore_errors=True)
+                    shutil.copytree(folder, target, ignore=shutil.ignore_patterns(*_SKIPPED_DIRS))
+                self._mounts[key] = (canonical, target)
+                folder = target
+            return folder
+
+    def commit(
+        self, repo_type: str, repo_id: str, revision: str, operations: list[dict]
+    ) -> Snapshot:
+        """Apply ndjson commit operations (file, lfsFile, deletedFile, deletedFolder)."""
+        with self._lock:
+            folder = self.writable_folder(repo_type, repo_id, revision)
+            for op in operations:
+                key, value = op["key"], op["value"]
+                target = _inside(folder, value["path"])
+                if key == "file":
+                    _write_atomic(target, base64.b64decode(value["content"]))
+                elif key == "lfsFile":
+                    _write_atomic(target, self.lfs_object(value["oid"]).read_bytes())
+                elif key == "deletedFile":
+                    target.unlink(missing_ok=True)
+                elif key == "deletedFolder":
+                    shutil.rmtree(target, ignore_errors=True)
+                else:
+                    raise ValueError(f"unsupported commit operation {key!r}")
+            return self.snapshot(repo_type, repo_id, revision)
+
+    def lfs_object(self, oid: str) -> Path:
+        if len(oid) != 64 or any(c not in "0123456789abcdef" for c in oid):
+            raise ValueError(f"bad LFS oid {oid!r}")
+        return self.lfs_objects / oid
+
+    def store_lfs_object(self, oid: str, data: bytes) -> None:
+        if hashlib.sha256(data).hexdigest() != oid:
+            raise ValueError(f"LFS upload does not match its oid {oid}")
+        _write_atomic(self.lfs_object(oid), data)
+
+
+def _child_casefold(folder: Path, name: str) -> Path | None:
+    exact = folder / name
+    if exact.is_dir():
+        return exact
+    if not folder.is_dir():
+        return None
+    return next(
+        (p for p in folder.iterdir() if p.is_dir() and p.name.lower() == name.lower()), None
+    )
+
+
+def _walk(folder: Path):
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames[:] = [d for d in dirnames if d not in _SKIPPED_DIRS]
+        for name in filenames:
+            yield Path(dirpath) / name
+
+
+def _inside(folder: Path, path: str) -> Path:
+    target = (folder / path).resolve()
+    if not target.is_relative_to(folder.resolve()) or target == folder.resolve():
+        raise ValueError(f"path {path!r} leaves the repository")
+    return target
+
+
+def _write_atomic(target: Path, data: bytes) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.replace(tmp, target)

@@ -1,0 +1,50 @@
+"""The `tiny_hub` fixture: a loopback Hugging Face Hub for tests, one server per session.
+
+    def test_loads_through_the_hub(tiny_hub, tmp_path):
+        tiny_hub.add_model("Qwen/Qwen3-30B-A3B", tmp_path / "built")
+        AutoConfig.from_pretrained("Qwen/Qwen3-30B-A3B")        # unchanged production code
+        assert not tiny_hub.log.weight_files_requested()
+
+Each test gets an empty view (no repos, faults or gates, an empty request log) and a fresh Hub
+download cache, so no cache hit hides a request. Clients imported before the fixture started
+are repointed in-process (`tinykit.hub.use_endpoint`), and subprocesses inherit HF_ENDPOINT.
+Nothing heavy is imported until a test asks for the fixture.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from tinykit.hub_server import HubServer
+
+
+@pytest.fixture(scope="session")
+def tiny_hub_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubServer]:
+    """The session's loopback Hub server; tests use the per-test view `tiny_hub`."""
+    from tinykit.hub_server import HubServer
+
+    with HubServer(tmp_path_factory.mktemp("tiny-hub-root")) as server:
+        yield server
+
+
+@pytest.fixture
+def tiny_hub(
+    tiny_hub_server: HubServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[HubServer]:
+    """A loopback Hub with nothing on it yet: `add_model`/`add_dataset`, then assert on `log`.
+
+    Switches for error paths: `gate(repo_id)`, `hide(repo_id[, path])`, `fail(glob, status=)`,
+    `slow(seconds, glob)`. Pushes land in a per-test folder, never in a served source folder.
+    """
+    from tinykit.hub import use_endpoint
+
+    base = tmp_path_factory.mktemp("tiny-hub")
+    (base / "repos").mkdir()
+    tiny_hub_server.reset(base / "repos")
+    with use_endpoint(tiny_hub_server.endpoint, cache_dir=base / "hf-cache"):
+        yield tiny_hub_server
+    tiny_hub_server.reset(base / "repos")

@@ -1,0 +1,255 @@
+"""make_tiny: source -> shrunk config -> random weights -> an atomically written folder.
+
+    tinykit.make_tiny("qwen3_moe", "tiny-qwen3-moe")          # bare model_type: no network
+    tinykit.make_tiny("../shared/hub-files/Qwen/Qwen3-8B")    # a local folder
+    tinykit.make_tiny("Qwen/Qwen3-30B-A3B@main", hidden=64)   # a Hub id: config files only
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tinykit.errors import UnsupportedModelError, UsageError
+from tinykit.shrink import provenance
+from tinykit.shrink.config import ShrunkConfig, remap_token_ids, shrink_config
+from tinykit.shrink.source import Source, resolve
+from tinykit.shrink.spec import ShrinkSpec
+
+if TYPE_CHECKING:
+    from tinykit.shrink.tokenizer import TinyTokenizer
+
+# Auto classes tried, in order, for a bare model_type (or architectures transformers lacks).
+TASK_MAPPINGS = (
+    "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES",
+    "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES",
+    "MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES",
+    "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES",
+    "MODEL_FOR_MASKED_LM_MAPPING_NAMES",
+    "MODEL_MAPPING_NAMES",
+)
+# Files copied from the source as they are (processor geometry is rewritten, see _copy_processor).
+PROCESSOR_FILES = ("preprocessor_config.json", "processor_config.json", "video_preprocessor_config.json")
+NOT_TOKENIZER = {"config.json", "generation_config.json", "README.md", "params.json", ".gitattributes",
+                 "tinykit.json", *PROCESSOR_FILES}
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".h5", ".msgpack", ".gguf", ".onnx", ".ckpt",
+                   ".index.json", ".py")
+
+
+@dataclass
+class BuildResult:
+    """What make_tiny built; `to_dict()` is the CLI's --json output."""
+
+    path: Path
+    model_class: str
+    params: int
+    bytes: int
+    seconds: float
+    files: dict[str, dict[str, Any]] = field(default_factory=dict)
+    layers: dict[str, list[int]] = field(default_factory=dict)
+    pushed: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": str(self.path), "model_class": self.model_class, "params": self.params,
+                "bytes": self.bytes, "seconds": round(self.seconds, 3), "files": self.files,
+                "layers": self.layers, "pushed": self.pushed}
+
+
+def make_tiny(
+    source: str | Path, out: str | Path | None = None, *, revision: str | None = None,
+    force: bool = False, trust_remote_code: bool = False, recipes: tuple[str, ...] = (),
+    push_to_hub: str | None = None, **spec: Any,
+) -> Path:
+    """Build a tiny random model of `source` into `out` and return the folder.
+
+    Args:
+        source: a folder with config.json, a transformers model_type, or a Hub id `org/name[@rev]`.
+        out: the output folder (default `./tiny-<name>`); it must not exist unless `force`.
+        revision: Hub revision (branch, tag or sha) for a Hub id.
+        force: replace an existing `out`.
+        trust_remote_code: allow configs whose model_type needs the repository's own code.
+        recipes: extra recipe TOML files (see recipes/).
+        push_to_hub: a Hub repo id `org/name` to publish the built folder to (with its model card).
+        **spec: ShrinkSpec fields (hidden, layers, vocab, dtype, seed, mode, ...).
+
+    Raises:
+        UsageError: bad source, spec or output folder. UnsupportedModelError: remote code or no
+        model class. HubError: the Hub could not be read.
+    """
+    return build(source, out, revision=revision, force=force, trust_remote_code=trust_remote_code,
+                 recipes=recipes, push_to_hub=push_to_hub, **spec).path
+
+
+def build(
+    source: str | Path, out: str | Path | None = None, *, revision: str | None = None,
+    force: bool = False, trust_remote_code: bool = False, recipes: tuple[str, ...] = (),
+    push_to_hub: str | None = None, **spec_kwargs: Any,
+) -> BuildResult:
+    """make_tiny, returning the full BuildResult (params, bytes, time, file hashes)."""
+    started = time.perf_counter()
+    spec = ShrinkSpec.from_kwargs(**spec_kwargs)
+    src = resolve(source, revision, trust_remote_code)
+    target = Path(out) if out is not None else Path(f"tiny-{src.short_name}")
+    if target.exists() and not force:
+        raise UsageError(f"output folder {target} already exists. Pass --force to replace it, or pick another -o.")
+    tmp = target.parent / f".{target.name}.tmp-tinykit"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        result = _build_into(tmp, src, spec, recipes, trust_remote_code)
+        provenance.write(tmp, src, spec, result, recipes)
+        _replace(tmp, target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    result.path = target
+    result.files = provenance.file_table(target)
+    result.bytes = sum(f["bytes"] for f in result.files.values())
+    if push_to_hub:
+        from tinykit import hub
+
+        result.pushed = hub.push_folder(target, push_to_hub)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _build_into(tmp: Path, src: Source, spec: ShrinkSpec, recipes: tuple[str, ...],
+                trust_remote_code: bool) -> BuildResult:
+    import torch
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # keep CLI output to tinykit's one line
+    remote = src.folder if trust_remote_code and "auto_map" in src.config else None
+    tokenizer = _make_tokenizer(src, spec, tmp)
+    shrunk = shrink_config(src.config, spec, recipes=recipes, remote_code=remote,
+                           vocab=tokenizer.vocab_size if tokenizer else None,
+                           token_ids=tokenizer.id_map if tokenizer else None)
+    cls = model_class(src, shrunk.config, remote is not None)
+    config = shrunk.config if remote else config_for(cls, shrunk.config)
+    dtype = getattr(torch, spec.dtype)
+    torch.manual_seed(spec.seed)
+    model = cls._from_config(config, dtype=torch.float32) if remote is None else \
+        cls.from_config(config, trust_remote_code=True)
+    model = model.to(dtype)
+    _attach_generation_config(model, src, spec, tokenizer.id_map if tokenizer else None)
+    model.save_pretrained(tmp)
+    _copy_processor(src, shrunk, tmp)
+    if spec.mode == "faithful":
+        _copy_tokenizer(src, tmp)
+    params = sum(p.numel() for p in model.parameters())
+    layers = {path: list(plan.kept) for path, plan in shrunk.plans.items()}
+    return BuildResult(tmp, type(model).__name__, params, 0, 0.0, layers=layers)
+
+
+def model_class(src: Source, config: Any, remote: bool) -> Any:
+    """The source's own architecture class, else the first task class transformers maps its type to."""
+    import transformers
+    from transformers.models.auto import modeling_auto
+
+    if remote:
+        return transformers.AutoModelForCausalLM if "AutoModelForCausalLM" in src.config["auto_map"] \
+            else transformers.AutoModel
+    for arch in src.config.get("architectures") or []:
+        if hasattr(transformers, arch):
+            return getattr(transformers, arch)
+    for mapping in TASK_MAPPINGS:
+        name = getattr(modeling_auto, mapping).get(config.model_type)
+        if name and hasattr(transformers, name):
+            return getattr(transformers, name)
+    raise UnsupportedModelError(
+        f"{src.name}: no transformers model class for model_type {config.model_type!r}. "
+        f"Name one in config.json 'architectures'.", model_type=config.model_type,
+    )
+
+
+def config_for(cls: Any, config: Any) -> Any:
+    """The config `cls` is built from: a composite config's text/decoder part when the class
+    (a causal LM of a multimodal family, say) is made for that part alone."""
+    wanted = getattr(cls, "config_class", None)
+    if wanted is None or isinstance(config, wanted):
+        return config
+    subs = [getattr(config, name, None) for name in getattr(config, "sub_configs", {})]
+    return next((sub for sub in subs if isinstance(sub, wanted)), config)
+
+
+def _make_tokenizer(src: Source, spec: ShrinkSpec, out: Path) -> TinyTokenizer | None:
+    """Tiny mode ships a tiny tokenizer: the source's shrunk, or one trained for the architecture
+    (a bare model_type, or a folder without vocabulary files). Models without text input get none."""
+    if spec.mode != "tiny":
+        return None
+    from tinykit.shrink.tokenizer import shrink_tokenizer, tokenizer_folder
+
+    folder = tokenizer_folder(src.folder)
+    if folder is None and not _takes_text(src):
+        return None
+    return shrink_tokenizer(folder, out, vocab=spec.vocab, model_type=src.model_type)
+
+
+def _takes_text(src: Source) -> bool:
+    """Whether the model reads token ids: its config (or a sub-config) has a vocabulary."""
+    from tinykit.shrink.config import load_config
+
+    config = load_config(src.config) if "auto_map" not in src.config else None
+    return config is not None and getattr(config.get_text_config(), "vocab_size", None) is not None
+
+
+def _attach_generation_config(model: Any, src: Source, spec: ShrinkSpec, token_ids: dict[int, int] | None) -> None:
+    """Carry the source's generation_config.json over, with its token ids kept inside the vocab."""
+    path = src.folder / "generation_config.json" if src.folder else None
+    if path is None or not path.is_file():
+        return
+    from transformers import GenerationConfig
+
+    data = json.loads(path.read_text())
+    data.pop("transformers_version", None)
+    if spec.mode == "tiny":
+        remap_token_ids(data, model.config.get_text_config().vocab_size, token_ids)
+    model.generation_config = GenerationConfig.from_dict(data)
+
+
+def _copy_processor(src: Source, shrunk: ShrunkConfig, tmp: Path) -> None:
+    """Copy image/video processor files, with their image geometry set to the tiny vision tower's."""
+    if src.folder is None:
+        return
+    vision = getattr(shrunk.config, "vision_config", None) or shrunk.config
+    size, patch = getattr(vision, "image_size", None), getattr(vision, "patch_size", None)
+    for name in PROCESSOR_FILES:
+        path = src.folder / name
+        if not path.is_file():
+            continue
+        data = json.loads(path.read_text())
+        if isinstance(size, int):
+            for key in ("size", "crop_size"):
+                if isinstance(data.get(key), dict):
+                    data[key] = {k: size for k in data[key]}
+                elif isinstance(data.get(key), int):
+                    data[key] = size
+        if isinstance(patch, int) and isinstance(data.get("patch_size"), int) and isinstance(size, int):
+            data["patch_size"] = patch
+        (tmp / name).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def _copy_tokenizer(src: Source, tmp: Path) -> None:
+    """Faithful mode ships the source's real tokenizer and chat template, byte for byte."""
+    if src.folder is None:
+        raise UsageError(
+            f"--mode faithful keeps the source's real tokenizer, and {src.name!r} (a bare model_type) has "
+            f"none. Use a folder or Hub id as the source, or --mode tiny."
+        )
+    for path in sorted(src.folder.iterdir()):
+        if path.is_file() and path.name not in NOT_TOKENIZER and not path.name.endswith(WEIGHT_SUFFIXES):
+            shutil.copyfile(path, tmp / path.name)
+
+
+def _replace(tmp: Path, target: Path) -> None:
+    """Move the finished folder into place; an existing target is swapped out, then removed."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    old = target.parent / f".{target.name}.old-tinykit"
+    if target.exists():
+        shutil.rmtree(old, ignore_errors=True)
+        target.rename(old)
+    tmp.rename(target)
+    shutil.rmtree(old, ignore_errors=True)

@@ -1,0 +1,321 @@
+"""Shrink a transformers config: the generic rules, applied to every nested sub-config.
+
+The source config is loaded through its class (so class defaults fill what config.json
+omits), read as a full dict, and every knob the recipe vocabulary names is given its tiny
+value. The result is written onto the source's *diff* dict (only what differs from the
+class defaults) and built through the constructor again, so every derived attribute
+(`head_dim`, `layer_types`, ...) is recomputed rather than left stale.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import math
+import operator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tinykit.errors import ShrinkConstraintError, UnsupportedModelError
+from tinykit.shrink.layers import LayerPlan, plan_layers
+from tinykit.shrink.recipes import Recipe, recipe_for
+from tinykit.shrink.spec import ShrinkSpec
+
+
+@dataclass
+class ShrunkConfig:
+    """A built tiny config and how it was derived."""
+
+    config: Any
+    plans: dict[str, LayerPlan] = field(default_factory=dict)
+    recipes: tuple[str, ...] = ()
+
+
+def config_class(model_type: str) -> type:
+    from transformers import CONFIG_MAPPING
+
+    if model_type not in CONFIG_MAPPING:
+        raise UnsupportedModelError(
+            f"model_type {model_type!r} is not in this transformers' CONFIG_MAPPING. It needs remote "
+            f"code or a newer transformers: upgrade transformers, or pass --trust-remote-code for a Hub repo.",
+            model_type=model_type,
+        )
+    return CONFIG_MAPPING[model_type]
+
+
+def load_config(raw: dict[str, Any], remote_code: Path | None = None) -> Any:
+    """The source config object (class defaults filled in).
+
+    Native model types drop `auto_map`; `remote_code` (a folder, on --trust-remote-code) loads a
+    non-native type's class from the repository's own code instead.
+    """
+    if remote_code is not None:
+        from transformers import AutoConfig
+
+        cls = type(AutoConfig.from_pretrained(remote_code, trust_remote_code=True))
+        return cls.from_dict(raw)
+    cls = config_class(raw["model_type"])
+    try:
+        return cls.from_dict({k: v for k, v in raw.items() if k != "auto_map"})
+    except Exception as e:  # transformers raises many kinds on a malformed config
+        raise UnsupportedModelError(
+            f"config.json of model_type {raw['model_type']!r} does not load with {cls.__name__}: {e}. "
+            f"Check the file, or the transformers version it needs.", model_type=raw["model_type"],
+        ) from e
+
+
+def shrink_config(
+    raw: dict[str, Any], spec: ShrinkSpec, *, vocab: int | None = None,
+    token_ids: dict[int, int] | None = None, keep_depth: bool = False, recipes: tuple[str, ...] = (),
+    remote_code: Path | None = None,
+) -> ShrunkConfig:
+    """Shrink `raw` (a config.json dict) to `spec`.
+
+    The vocab becomes `vocab` (a shrunk tokenizer's size) or spec.vocab; in faithful mode the
+    source's vocab and token ids are kept.
+
+    `keep_depth=True` shrinks the width only: the result has the source's layer structure,
+    for comparing block types. `token_ids` maps source special-token ids to tiny ones.
+    """
+    source = load_config(raw, remote_code)
+    full = source.to_dict()
+    base = source.to_diff_dict()
+    plans: dict[str, LayerPlan] = {}
+    used: set[str] = set()
+    faithful = spec.mode == "faithful"
+    vocab = None if faithful else vocab or spec.vocab
+    ctx = _Context(spec, vocab, keep_depth, recipes, plans, used, remote_code is not None)
+    _shrink_node(full, base, "", ctx)
+    if vocab is not None:
+        remap_token_ids(base, vocab, token_ids)
+    try:
+        config = type(source).from_dict(base)
+        if hasattr(config, "validate"):
+            config.validate()
+    except ShrinkConstraintError:
+        raise
+    except Exception as e:
+        raise ShrinkConstraintError(
+            f"the shrunk {raw['model_type']} config is invalid: {e}. Try other sizes, or add a recipe "
+            f"(recipes/*.toml, or --recipe PATH) that sets the field it names.",
+            field="config", value=raw["model_type"], constraint=str(e),
+        ) from e
+    return ShrunkConfig(config, plans, tuple(sorted(used)))
+
+
+@dataclass
+class _Context:
+    spec: ShrinkSpec
+    vocab: int | None
+    keep_depth: bool
+    recipes: tuple[str, ...]
+    plans: dict[str, LayerPlan]
+    used: set[str]
+    remote_code: bool
+
+
+def _shrink_node(full: dict[str, Any], base: dict[str, Any], path: str, ctx: _Context) -> dict[str, Any]:
+    """Shrink one (sub)config: writes overrides into `base`, returns the node's shrunk values."""
+    recipe = recipe_for(full.get("model_type") or "", ctx.recipes)
+    ctx.used.update(recipe.sources)
+    for key in recipe.drop if not ctx.remote_code else set(recipe.drop) - {"auto_map"}:
+        base.pop(key, None)
+    shrunk_subs = {}
+    for key, value in full.items():
+        if isinstance(value, dict) and "model_type" in value:
+            sub = base.setdefault(key, {"model_type": value["model_type"]})
+            shrunk_subs[key] = _shrink_node(value, sub, f"{path}{key}.", ctx)
+    overrides = _knob_values(full, recipe, ctx)
+    layer_keys = [k for k in recipe.knobs["layers"] if _is_int(full.get(k))]
+    if layer_keys and not ctx.keep_depth:
+        plan = plan_layers(full, layer_keys[0], recipe.layer_fields, ctx.spec.layers,
+                           f"'{path or full.get('model_type')}'")
+        ctx.plans[path or "."] = plan
+        overrides.update(plan.fields)
+        for key in plan.keyed:  # per-layer overrides of a size are shrunk like the size itself
+            overrides[key] = {layer: {**entry, **{k: v for k, v in _knob_values({**full, **entry}, recipe, ctx).items()
+                                                   if k in entry}}
+                              for layer, entry in overrides[key].items()}
+        for key in recipe.knobs["other_layers"]:
+            if _is_int(full.get(key)):
+                overrides[key] = min(full[key], len(plan.kept))
+    overrides.update(copy.deepcopy(recipe.set))
+    merged = {**full, **shrunk_subs, **overrides}
+    for key, expr in recipe.derive.items():
+        if key not in full:
+            continue
+        overrides[key] = merged[key] = _evaluate(expr, merged, f"{path}{key}")
+    _shrink_rope(merged, overrides)
+    base.update(overrides)
+    return {**merged, **overrides}
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _divisor_at_most(n: int, limit: int, even_quotient: bool = True) -> int:
+    """The largest d <= limit dividing n (with n/d even when asked), at least 1."""
+    for d in range(max(1, min(n, limit)), 0, -1):
+        if n % d == 0 and (not even_quotient or (n // d) % 2 == 0):
+            return d
+    return 1
+
+
+def _knob_values(full: dict[str, Any], recipe: Recipe, ctx: _Context) -> dict[str, Any]:
+    spec, out = ctx.spec, {}
+    knob_keys = {knob: [k for k in keys if _is_int(full.get(k))] for knob, keys in recipe.knobs.items()}
+    # Where a class leaves these None its model cannot be built: give them their tiny value.
+    for knob in ("vocab", "head_dim", "kv_heads", "experts_per_tok"):
+        knob_keys[knob] = [k for k in recipe.knobs[knob] if k in full and (full[k] is None or _is_int(full[k]))]
+    width = min([full[k] for k in knob_keys["width"]] + [spec.hidden])
+    heads_src = full[knob_keys["heads"][0]] if knob_keys["heads"] else None
+    heads = _divisor_at_most(width, min(spec.heads, heads_src or spec.heads))
+    experts = None
+    for knob, keys in knob_keys.items():
+        for key in keys:
+            v = full[key]
+            if knob == "width":
+                out[key] = width
+            elif knob == "heads":
+                out[key] = heads
+            elif knob == "kv_heads":
+                out[key] = heads if v is None or heads_src is not None and v >= heads_src else \
+                    _divisor_at_most(heads, min(v, spec.kv_heads), even_quotient=False)
+            elif knob == "head_dim":
+                out[key] = width // heads
+            elif knob == "intermediate":
+                out[key] = min(v, spec.intermediate)
+            elif knob == "expert_intermediate":
+                out[key] = min(v, spec.expert_intermediate)
+            elif knob == "vocab" and ctx.vocab is not None:
+                out[key] = ctx.vocab
+            elif knob == "positions":
+                out[key] = min(v, spec.max_positions)
+            elif knob == "experts":
+                experts = out[key] = min(v, spec.experts) if v >= 2 else v
+            elif knob == "at_most_one":
+                out[key] = min(v, 1)
+            elif knob == "window":
+                out[key] = min(v, spec.window)
+            elif knob == "image_size":
+                out[key] = min(v, spec.image_size)
+            elif knob == "patch_size" and knob_keys["image_size"]:
+                out[key] = min(v, spec.patch_size)
+    for key in knob_keys["experts_per_tok"]:
+        if full[key] is not None or experts:
+            out[key] = max(1, min(full[key] or spec.experts_per_tok, spec.experts_per_tok, experts or spec.experts))
+    for key, cap in recipe.cap.items():
+        if _is_int(full.get(key)):
+            out[key] = min(full[key], cap)
+    return out
+
+
+def _shrink_rope(merged: dict[str, Any], overrides: dict[str, Any]) -> None:
+    """Per-dimension RoPE lists must match the new head_dim; per-layer-type dicts stay keyed."""
+    rope = merged.get("rope_parameters") or merged.get("rope_scaling")
+    if not isinstance(rope, dict):
+        return
+    heads = next((merged[k] for k in ("num_attention_heads", "n_head", "num_heads") if _is_int(merged.get(k))), None)
+    width = next((merged[k] for k in ("hidden_size", "d_model", "n_embd") if _is_int(merged.get(k))), None)
+    head_dim = merged.get("head_dim") if _is_int(merged.get("head_dim")) else (width // heads if width and heads else None)
+    if head_dim is None:
+        return
+    rope = copy.deepcopy(rope)
+    for params in [rope, *[v for v in rope.values() if isinstance(v, dict)]]:
+        for key in ("long_factor", "short_factor"):
+            if isinstance(params.get(key), list):
+                params[key] = params[key][: head_dim // 2]
+        if isinstance(params.get("mrope_section"), list):
+            params["mrope_section"] = _split_like(params["mrope_section"], head_dim // 2)
+    overrides["rope_parameters" if "rope_parameters" in merged else "rope_scaling"] = rope
+
+
+def _split_like(parts: list[int], total: int) -> list[int]:
+    """Split `total` into len(parts) positive integers in the proportions of `parts`."""
+    n = len(parts)
+    if total < n:
+        raise ShrinkConstraintError(
+            f"mrope_section {parts} needs head_dim/2 >= {n}, got {total}. Use a larger --hidden or fewer --heads.",
+            field="hidden", value=total * 2, constraint=f"head_dim >= {2 * n}",
+        )
+    scaled = [p * (total - n) / sum(parts) for p in parts]
+    out = [1 + math.floor(s) for s in scaled]
+    for i in sorted(range(n), key=lambda i: scaled[i] - math.floor(scaled[i]), reverse=True)[: total - sum(out)]:
+        out[i] += 1
+    return out
+
+
+_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+        ast.FloorDiv: operator.floordiv, ast.Pow: operator.pow, ast.Mod: operator.mod}
+
+
+def _evaluate(expr: str, node: dict[str, Any], where: str) -> Any:
+    """Integer arithmetic over config keys (dotted names reach sub-configs); nothing else."""
+
+    def ev(n: ast.AST) -> Any:
+        if isinstance(n, ast.Constant) and _is_int(n.value):
+            return n.value
+        if isinstance(n, ast.BinOp) and type(n.op) in _OPS:
+            return _OPS[type(n.op)](ev(n.left), ev(n.right))
+        if isinstance(n, ast.Name):
+            return node[n.id]
+        if isinstance(n, ast.Attribute):
+            return ev(n.value)[n.attr]
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("max", "min"):
+            return {"max": max, "min": min}[n.func.id](*(ev(a) for a in n.args))
+        raise ValueError(f"unsupported expression element {ast.dump(n)}")
+
+    try:
+        return ev(ast.parse(expr, mode="eval").body)
+    except (KeyError, ValueError, TypeError, SyntaxError, ZeroDivisionError) as e:
+        raise ShrinkConstraintError(
+            f"recipe [derive] {where} = {expr!r} cannot be computed: {e!r}. Fix the recipe expression.",
+            field=where, value=expr, constraint="computable expression",
+        ) from e
+
+
+_TOKEN_SUFFIXES = ("_token_id", "_token_ids", "_token_index", "_id_token")
+
+
+def is_token_key(key: str) -> bool:
+    """Keys holding token ids: `*_token_id(s)`, `*_token_index`, suppress lists, `*_to_id` tables."""
+    return key.endswith(_TOKEN_SUFFIXES) or key.endswith("_to_id") or key in ("suppress_tokens", "begin_suppress_tokens")
+
+
+def remap_token_ids(tree: dict[str, Any], vocab: int, token_ids: dict[int, int] | None = None) -> None:
+    """Keep every special-token id < vocab: mapped through `token_ids`, else onto the vocab's top.
+
+    Ids already below `vocab` and absent from `token_ids` keep their value; distinct ids at or
+    above it go, in order, to vocab-n .. vocab-1 (where a shrunk tokenizer puts its special tokens).
+    """
+    mapping = dict(token_ids or {})
+    high = sorted({i for i in _token_values(tree) if i >= vocab and i not in mapping})
+    mapping.update({old: vocab - len(high) + rank for rank, old in enumerate(high)})
+
+    def walk(node: dict[str, Any]) -> None:
+        for key, value in node.items():
+            if isinstance(key, str) and is_token_key(key):
+                node[key] = _map(value, mapping)
+            elif isinstance(value, dict):
+                walk(value)
+
+    walk(tree)
+
+
+def _token_values(tree: dict[str, Any]):
+    for key, value in tree.items():
+        if isinstance(key, str) and is_token_key(key):
+            values = value.values() if isinstance(value, dict) else value if isinstance(value, list) else [value]
+            yield from (v for v in values if _is_int(v))
+        elif isinstance(value, dict):
+            yield from _token_values(value)
+
+
+def _map(value: Any, mapping: dict[int, int]) -> Any:
+    if isinstance(value, dict):
+        return {k: _map(v, mapping) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_map(v, mapping) for v in value]
+    return mapping.get(value, value) if _is_int(value) else value

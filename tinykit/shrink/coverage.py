@@ -1,0 +1,56 @@
+"""coverage: build and verify every text model type of the installed transformers.
+
+A model type counts when transformers maps it to a causal LM, masked LM or seq2seq LM class;
+each is built from its bare model_type (class defaults, no network) and verified.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from collections.abc import Iterator
+from typing import Any
+
+from tinykit.errors import TinykitError
+
+TEXT_MAPPINGS = ("MODEL_FOR_CAUSAL_LM_MAPPING_NAMES", "MODEL_FOR_MASKED_LM_MAPPING_NAMES",
+                 "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES")
+
+
+@dataclass
+class CoverageRow:
+    model_type: str
+    ok: bool
+    reason: str
+    params: int
+    seconds: float
+
+
+def text_model_types() -> list[str]:
+    from transformers.models.auto import modeling_auto
+
+    found: set[str] = set()
+    for name in TEXT_MAPPINGS:
+        found.update(getattr(modeling_auto, name).keys())
+    return sorted(found)
+
+
+def sweep(model_types: list[str] | None = None, **spec: Any) -> Iterator[CoverageRow]:
+    """Build + verify each model type, yielding one row each; a failure is recorded, never raised."""
+    from tinykit.shrink.build import build
+    from tinykit.shrink.verify import verify
+
+    with tempfile.TemporaryDirectory(prefix="tinykit-coverage-") as tmp:
+        for model_type in model_types or text_model_types():
+            started = time.perf_counter()
+            ok, reason, params = False, "", 0
+            try:
+                report = verify(build(model_type, Path(tmp) / model_type, **spec).path)
+                ok, reason, params = report.ok, "; ".join(report.problems) or "ok", report.params
+            except TinykitError as e:
+                reason = f"{type(e).__name__}: {e}"
+            except Exception as e:  # a transformers failure on one type must not stop the sweep
+                reason = f"{type(e).__name__}: {str(e)[:300]}"
+            yield CoverageRow(model_type, ok, reason, params, time.perf_counter() - started)

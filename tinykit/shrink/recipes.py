@@ -1,0 +1,98 @@
+"""Recipes: per-architecture shrink knowledge as data (TOML files in recipes/).
+
+`_generic.toml` names the config keys each generic rule applies to, and caps and derives the
+sizes of sub-structures that many families name alike (MLA ranks, Mamba states); those apply
+wherever a config has the key. Every other file covers one
+family and may add, for the model_types it lists:
+  [aliases]  extra key names for a generic knob, e.g. `intermediate = ["d_ff"]`
+  [cap]      family-specific size keys and their maximum, e.g. `kv_lora_rank = 16`
+  [set]      fixed values the rules cannot derive, e.g. `decoder_start_token_id = 0`
+  [derive]   values recomputed from the shrunk config where it has the key,
+             e.g. `qk_head_dim = "qk_nope_head_dim + qk_rope_head_dim"`
+Users add files with `--recipe PATH`; a later file overrides an earlier one key by key.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from tinykit.errors import UsageError
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """The merged shrink knowledge for one model_type."""
+
+    knobs: dict[str, tuple[str, ...]]
+    layer_fields: dict[str, tuple[Any, ...]]
+    drop: tuple[str, ...]
+    cap: dict[str, int] = field(default_factory=dict)
+    set: dict[str, Any] = field(default_factory=dict)
+    derive: dict[str, str] = field(default_factory=dict)
+    sources: tuple[str, ...] = ()
+
+    def knob_of(self, key: str) -> str | None:
+        for knob, keys in self.knobs.items():
+            if key in keys:
+                return knob
+        return None
+
+
+def recipes_dir() -> Path:
+    """recipes/ ships inside the wheel as tinykit/recipes; a source checkout has it at the top."""
+    packaged = resources.files("tinykit").joinpath("recipes")
+    if packaged.is_dir():
+        return Path(str(packaged))
+    return Path(__file__).resolve().parents[2] / "recipes"
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise UsageError(f"cannot read recipe {path}: {e}. Fix the file or drop --recipe.") from e
+
+
+@lru_cache(maxsize=8)
+def _load(extra: tuple[str, ...]) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]:
+    folder = recipes_dir()
+    generic = _read(folder / "_generic.toml")
+    families = [(p.name, _read(p)) for p in sorted(folder.glob("*.toml")) if not p.name.startswith("_")]
+    for path in extra:
+        data = _read(Path(path))
+        if "model_types" not in data:
+            raise UsageError(f"recipe {path} has no `model_types` list. Add e.g. model_types = [\"llama\"].")
+        families.append((path, data))
+    return generic, families
+
+
+def recipe_for(model_type: str, extra: tuple[str, ...] = ()) -> Recipe:
+    """The generic vocabulary merged with every family file that lists `model_type`."""
+    generic, families = _load(tuple(extra))
+    knobs = {k: list(v) for k, v in generic["knobs"].items()}
+    cap: dict[str, int] = dict(generic.get("cap", {}))
+    fixed: dict[str, Any] = {}
+    derive: dict[str, str] = dict(generic.get("derive", {}))
+    sources = ["_generic.toml"]
+    for name, data in families:
+        if model_type not in data.get("model_types", ()):
+            continue
+        sources.append(name)
+        for knob, keys in data.get("aliases", {}).items():
+            if knob not in knobs:
+                raise UsageError(f"recipe {name}: unknown knob {knob!r} in [aliases]. Known: {', '.join(knobs)}.")
+            knobs[knob] = [*keys, *knobs[knob]]
+        cap.update(data.get("cap", {}))
+        fixed.update(data.get("set", {}))
+        derive.update(data.get("derive", {}))
+    return Recipe(
+        knobs={k: tuple(v) for k, v in knobs.items()},
+        layer_fields={k: tuple(v) for k, v in generic["layer_fields"].items()},
+        drop=tuple(generic["drop"]["keys"]),
+        cap=cap, set=fixed, derive=derive, sources=tuple(sources),
+    )

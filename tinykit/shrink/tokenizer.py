@@ -1,0 +1,231 @@
+"""Tiny tokenizers that keep the source's special tokens, post-processor and chat template.
+
+`shrink_tokenizer` reads the source's files (tokenizer.json; vocab.json + merges.txt; vocab.txt;
+a SentencePiece `.model`; a Llama-3 tiktoken `original/tokenizer.model`), shrinks the
+tokenizers JSON by structured editing (tinykit.shrink.tokenizer_json), mirrors the shrink into
+the SentencePiece/tiktoken files it came with, and validates the result. When there is nothing
+to edit (a repo with only tokenizer_config.json, or a bare model_type) it trains a small
+tokenizer of the right class instead.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from tinykit.errors import TinyArtifactInvalid, UsageError
+from tinykit.shrink import tokenizer_files as files_fmt
+from tinykit.shrink import tokenizer_json as tjson
+from tinykit.shrink.tokenizer_source import (
+    Source,
+    config_token_ids,
+    essential_tokens,
+    has_tokenizer_files,
+    read_source,
+)
+
+__all__ = ["TinyTokenizer", "has_tokenizer_files", "make_tiny_tokenizer", "shrink_tokenizer"]
+
+# tokenizer_config.json keys that would be stale or wrong in the tiny copy.
+_STALE_CONFIG_KEYS = {
+    "added_tokens_decoder",
+    "auto_map",
+    "name_or_path",
+    "special_tokens_map_file",
+    "tokenizer_file",
+    "vocab_file",
+    "merges_file",
+    "vocab_size",
+}
+_COPIED = ("chat_template.jinja", "chat_template.json", "special_tokens_map.json")
+
+
+@dataclass(frozen=True)
+class TinyTokenizer:
+    """What shrink_tokenizer wrote: sizes, the kept special ids' old -> new map, file names."""
+
+    vocab_size: int
+    id_map: dict[int, int]
+    files: tuple[str, ...]
+    kind: str
+    method: str = "edit"  # edit | retrain | scratch
+    dropped: tuple[str, ...] = ()  # added tokens of the source that were not kept
+
+
+def shrink_tokenizer(
+    src: Path | None, out: Path, *, vocab: int, model_type: str | None = None, method: str = "auto"
+) -> TinyTokenizer:
+    """Write a tiny tokenizer (≤ `vocab` ids) for `src` (or a bare `model_type`) into `out`.
+
+    `method` is auto (edit the JSON; train when there is nothing to edit) or retrain.
+    Raises TinyArtifactInvalid if the result fails check_tokenizer.
+    """
+    if vocab < 16:
+        raise UsageError(
+            f"--vocab {vocab} is too small. A tokenizer needs room for its special "
+            "and byte tokens. Pass --vocab 512 or more."
+        )
+    if method not in ("auto", "retrain"):
+        raise UsageError(
+            f"method {method!r} is unknown. Expected 'auto' or 'retrain'. "
+            "Pass method='auto' unless editing fails."
+        )
+    source = read_source(src, vocab, model_type, method)
+    tj, dropped = source.tj, ()
+    old_to_new: dict[int, int] = {}
+    if source.method == "edit":
+        vocab_before = tjson.model_vocab(tj)
+        by_id = {
+            i: vocab_before[i] for i in config_token_ids(source.folder) if i < len(vocab_before)
+        }
+        by_id.update({a["id"]: a["content"] for a in tj.get("added_tokens", [])})
+        essential = essential_tokens(
+            source.folder, source.config, tj.get("added_tokens", []), by_id
+        )
+        tj, old_to_new, dropped = tjson.shrink_json(tj, vocab, essential)
+    else:
+        tj = tjson.drop_precompiled_normalizer(source.tj)
+        if tjson.vocab_size(tj) > vocab:
+            # trainers do not count added tokens or a forced alphabet: trim like any source
+            every_added = {a["content"] for a in tj.get("added_tokens", [])}
+            tj, _, dropped = tjson.shrink_json(tj, vocab, every_added)
+    out = Path(out)
+    written = _write(out, source, tj)
+    new_ids = {a["content"]: a["id"] for a in tj.get("added_tokens", [])}
+    if source.method == "edit":
+        wanted = {a["id"] for a in source.tj.get("added_tokens", [])} | config_token_ids(
+            source.folder
+        )
+        id_map = {old: new for old, new in old_to_new.items() if old in wanted}
+    else:
+        id_map = {old: new_ids[c] for c, old in source.old_ids.items() if c in new_ids}
+    report = _check(out)
+    result = TinyTokenizer(
+        vocab_size=report["vocab_size"],
+        id_map=dict(sorted(id_map.items())),
+        files=written,
+        kind=report["kind"],
+        method=source.method,
+        dropped=tuple(dropped),
+    )
+    if report["vocab_size"] > vocab:
+        raise TinyArtifactInvalid(
+            f"tiny tokenizer in {out} has {report['vocab_size']} ids, more than --vocab {vocab}. "
+            "This is a tinykit bug. Report it with the source folder.",
+            report=report,
+        )
+    return result
+
+
+def _check(out: Path) -> dict:
+    from tinykit.shrink.tokenizer_check import check_tokenizer
+
+    report = check_tokenizer(out)
+    if not report["ok"]:
+        raise TinyArtifactInvalid(
+            f"tiny tokenizer in {out} failed validation: {'; '.join(report['problems'])}. "
+            "The shrink broke an invariant. Retry with method='retrain', and report the source.",
+            report=report,
+        )
+    return report
+
+
+def _write(out: Path, source: Source, tj: dict) -> tuple[str, ...]:
+    from tokenizers import Tokenizer
+
+    out.mkdir(parents=True, exist_ok=True)
+    # Round-trip through tokenizers: it validates the document and writes its canonical form
+    # (compact: indentation alone would double the file).
+    Tokenizer.from_str(json.dumps(tj)).save(str(out / "tokenizer.json"), pretty=False)
+    config = {k: v for k, v in source.config.items() if k not in _STALE_CONFIG_KEYS}
+    config["tokenizer_class"] = source.tokenizer_class
+    config["added_tokens_decoder"] = {
+        str(a["id"]): {
+            k: a[k] for k in ("content", "lstrip", "normalized", "rstrip", "single_word", "special")
+        }
+        for a in sorted(tj.get("added_tokens", []), key=lambda a: a["id"])
+    }
+    (out / "tokenizer_config.json").write_text(
+        json.dumps(config, indent=2, sort_keys=True, ensure_ascii=False) + "\n", "utf-8"
+    )
+    written = ["tokenizer.json", "tokenizer_config.json"]
+    if source.folder is not None:
+        for name in _COPIED:
+            if (source.folder / name).is_file():
+                shutil.copyfile(source.folder / name, out / name)
+                written.append(name)
+    vocab = tjson.model_vocab(tj)
+    if source.method == "edit" and source.sentencepiece:
+        target = out / source.sentencepiece
+        if files_fmt.shrink_sentencepiece(source.folder / source.sentencepiece, target, vocab):
+            written.append(source.sentencepiece)
+    if source.method == "edit" and source.tiktoken:
+        special = {a["content"] for a in tj.get("added_tokens", [])}
+        files_fmt.write_tiktoken(out / source.tiktoken, vocab, special)
+        written.append(source.tiktoken)
+    return tuple(sorted(written))
+
+
+def tokenizer_folder(folder: Path | None) -> Path | None:
+    """`folder` when it describes a tokenizer (vocabulary files, or a tokenizer_config.json to
+    train one from); None means: train one for the bare model_type."""
+    if folder is not None and (has_tokenizer_files(folder) or (folder / "tokenizer_config.json").is_file()):
+        return folder
+    return None
+
+
+def make_tiny_tokenizer(
+    source, vocab: int = 1024, out=None, *, force: bool = False, method: str = "auto"
+) -> Path:
+    """Shrink the tokenizer of `source` to ≤ `vocab` ids; write it to `out` atomically.
+
+    `source` is a folder laid out as on the Hub, a Hub id `org/name[@revision]` (tokenizer and
+    config files only are downloaded) or a bare model_type (a tokenizer is trained for it).
+    `out` defaults to ./tiny-<name>-tokenizer. Returns the output folder.
+    """
+    from tinykit.shrink.source import resolve
+
+    if Path(source).is_dir():  # a tokenizer folder needs no config.json
+        src, model_type, name, revision = Path(source), None, Path(source).resolve().name, None
+    else:
+        resolved = resolve(source)
+        src, model_type = tokenizer_folder(resolved.folder), resolved.model_type
+        name, revision = resolved.short_name, resolved.revision
+    out = Path(out) if out is not None else Path.cwd() / f"tiny-{name}-tokenizer"
+    if out.exists() and not force:
+        raise UsageError(
+            f"output folder {out} already exists. tinykit does not overwrite it. "
+            "Pass --force (force=True) or another -o/out."
+        )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        result = shrink_tokenizer(src, staging, vocab=vocab, model_type=model_type, method=method)
+        (staging / "tinykit-tokenizer.json").write_text(
+            json.dumps(
+                {
+                    "source": name,
+                    "revision": revision,
+                    "vocab": vocab,
+                    "vocab_size": result.vocab_size,
+                    "kind": result.kind,
+                    "method": result.method,
+                    "id_map": {str(k): v for k, v in result.id_map.items()},
+                    "dropped_added_tokens": list(result.dropped),
+                },
+                indent=2,
+                sort_keys=True,
+            )
+            + "\n",
+            "utf-8",
+        )
+        if out.exists():
+            shutil.rmtree(out)
+        staging.rename(out)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging)
+    return out

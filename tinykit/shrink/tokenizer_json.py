@@ -1,0 +1,296 @@
+"""Shrink a `tokenizers` JSON document (tokenizer.json) by structured editing, never regex.
+
+The source's ids are renumbered compactly in their old order, so low special ids (Llama's
+`<s>` = 1, BERT's `[CLS]`) stay low and the tail ones (GPT-2's `<|endoftext|>` at 50256, Qwen's
+chat tokens at 151643+) land at the end of the new id space. Everything that names an id is
+rewritten from the same map: the model vocab, merges, `added_tokens`, the post-processor,
+padding, and Unigram's `unk_id`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from tinykit.errors import ShrinkConstraintError, UnsupportedModelError
+
+BYTE_FALLBACK_PIECES = tuple(f"<0x{b:02X}>" for b in range(256))
+# Single characters kept before the rest of the vocab by id, so plain ASCII text never turns
+# into unknown tokens (BERT's first ~1000 ids are `[unused*]`, T5's characters sit at the end).
+_ASCII = [chr(c) for c in range(32, 127)]
+
+
+def byte_level_alphabet() -> list[str]:
+    """The 256 printable stand-ins GPT-2-style byte-level BPE uses for raw bytes."""
+    from tokenizers.pre_tokenizers import ByteLevel
+
+    return sorted(ByteLevel.alphabet())
+
+
+def _mentions(node: Any, type_name: str) -> bool:
+    return type_name in json.dumps(node) if node else False
+
+
+def model_type(model: dict) -> str:
+    """The model's type; files written by tokenizers < 0.14 omit it, so infer it from the keys."""
+    if model.get("type"):
+        return model["type"]
+    if "merges" in model:
+        return "BPE"
+    if isinstance(model.get("vocab"), list):
+        return "Unigram"
+    return "WordPiece" if "continuing_subword_prefix" in model else "WordLevel"
+
+
+def tokenizer_kind(tj: dict) -> str:
+    """byte-level-bpe, byte-fallback-bpe, bpe, unigram, wordpiece or wordlevel."""
+    model = tj["model"]
+    mtype = model_type(model)
+    if mtype == "BPE":
+        if model.get("byte_fallback"):
+            return "byte-fallback-bpe"
+        if _mentions(tj.get("pre_tokenizer"), '"ByteLevel"') or _mentions(
+            tj.get("decoder"), '"ByteLevel"'
+        ):
+            return "byte-level-bpe"
+        return "bpe"
+    if mtype == "Unigram":
+        return "byte-fallback-unigram" if model.get("byte_fallback") else "unigram"
+    if mtype in ("WordPiece", "WordLevel"):
+        return mtype.lower()
+    raise UnsupportedModelError(
+        f"tokenizer model type {mtype!r} cannot be shrunk by editing. "
+        "tinykit edits BPE, Unigram, WordPiece and WordLevel models. "
+        "Retrain instead: make_tiny_tokenizer(..., method='retrain')."
+    )
+
+
+def model_vocab(tj: dict) -> list[str]:
+    """The model's vocab as a list indexed by id."""
+    model = tj["model"]
+    if model_type(model) == "Unigram":
+        return [piece for piece, _score in model["vocab"]]
+    by_id = sorted(model["vocab"].items(), key=lambda kv: kv[1])
+    return [tok for tok, _id in by_id]
+
+
+def vocab_size(tj: dict) -> int:
+    """Number of ids: the model vocab plus added tokens outside it."""
+    ids = set(range(len(tj["model"]["vocab"])))
+    return len(ids | {a["id"] for a in tj.get("added_tokens", [])})
+
+
+def unk_token(tj: dict) -> str | None:
+    model = tj["model"]
+    if model_type(model) == "Unigram":
+        return None if model.get("unk_id") is None else model_vocab(tj)[model["unk_id"]]
+    return model.get("unk_token")
+
+
+def _required_base(tj: dict, kind: str, vocab: set[str]) -> list[str]:
+    unk = unk_token(tj)
+    required: list[str] = [unk] if unk else []
+    if kind == "byte-level-bpe":
+        required += byte_level_alphabet()
+    elif kind.startswith("byte-fallback"):
+        required += BYTE_FALLBACK_PIECES
+    suffix = tj["model"].get("end_of_word_suffix")
+    if suffix:  # CLIP: a word's last character only exists as "c</w>"
+        required += [c + suffix for c in _ASCII if c != " "]
+    return [t for t in required if t in vocab]
+
+
+def _preferred_base(tj: dict, kind: str) -> list[str]:
+    if kind == "byte-level-bpe":
+        return []  # the byte alphabet already covers every input
+    if kind == "wordpiece":
+        prefix = tj["model"].get("continuing_subword_prefix") or "##"
+        return _ASCII + [prefix + c for c in _ASCII]
+    # SentencePiece-style vocabs: without the word marker itself, byte fallback would spell
+    # it as three bytes that the decoder's ▁ -> space step never sees.
+    return ["\u2581", *_ASCII, *("\u2581" + c for c in _ASCII)]
+
+
+def choose_tokens(
+    tj: dict, vocab: int, essential: set[str], *, optional_share: float = 0.125
+) -> tuple[list[int], list[str]]:
+    """Pick the old ids to keep (sorted) and the added tokens dropped, for a `vocab`-sized result.
+
+    Added tokens named in `essential` (special tokens, chat-template and config references) are
+    always kept; other added tokens fill at most `optional_share` of the vocab, in id order.
+    """
+    kind = tokenizer_kind(tj)
+    base = model_vocab(tj)
+    added = sorted(tj.get("added_tokens", []), key=lambda a: a["id"])
+    added_content = {a["content"] for a in added}
+    must = [a for a in added if a["content"] in essential]
+    if len(must) > vocab // 2:
+        raise ShrinkConstraintError(
+            f"tokenizer needs {len(must)} special tokens, more than half of --vocab {vocab}. "
+            "The special tokens (named in tokenizer_config.json, the chat template or config.json) "
+            f"must all be kept. Pass --vocab {max(1024, 4 * len(must))} or more.",
+            field="vocab",
+            value=vocab,
+            constraint=f">= {2 * len(must)}",
+        )
+    room = max(0, int(vocab * optional_share) - len(must))
+    optional = [a for a in added if a["content"] not in essential][:room]
+    kept_added = sorted(must + optional, key=lambda a: a["id"])
+    kept_contents = {a["content"] for a in kept_added}
+    dropped = [a["content"] for a in added if a["content"] not in kept_contents]
+
+    base_ids = {tok: i for i, tok in enumerate(base)}
+    candidates = [t for t in base if t not in added_content]
+    present = set(candidates)
+    required = _required_base(tj, kind, present)
+    slots = vocab - len(kept_added)
+    if slots < len(required):
+        raise ShrinkConstraintError(
+            f"--vocab {vocab} is too small for this {kind} tokenizer. It needs {len(required)} "
+            f"base tokens (unknown token and byte coverage) plus {len(kept_added)} special tokens. "
+            f"Pass --vocab {len(required) + len(kept_added) + 64} or more.",
+            field="vocab",
+            value=vocab,
+            constraint=f">= {len(required) + len(kept_added)}",
+        )
+    chosen: dict[str, None] = {}
+    for tok in _ordered(required, _preferred_base(tj, kind), candidates, present):
+        if len(chosen) >= slots:
+            break
+        chosen.setdefault(tok)
+    kept = sorted({base_ids[t] for t in chosen} | {a["id"] for a in kept_added})
+    return kept, dropped
+
+
+def _ordered(
+    required: list[str], preferred: list[str], by_id: list[str], present: set[str]
+) -> Iterable[str]:
+    yield from required
+    yield from (t for t in preferred if t in present)
+    yield from by_id
+
+
+def rebuild(tj: dict, kept_old_ids: list[int]) -> tuple[dict, dict[int, int]]:
+    """A copy of `tj` holding only `kept_old_ids`, renumbered 0..n-1 in old order.
+
+    Returns the new document and the old -> new id map of every kept id.
+    """
+    # deep-copy all but the model, whose big vocab and merges are rebuilt below anyway
+    new = {k: json.loads(json.dumps(v)) for k, v in tj.items() if k != "model"}
+    model = new["model"] = {**tj["model"], "type": model_type(tj["model"])}
+    base = model_vocab(tj)
+    old_to_new = {old: i for i, old in enumerate(kept_old_ids)}
+    by_content = {}
+    for old, new_id in old_to_new.items():
+        if old < len(base):
+            by_content[base[old]] = new_id
+    for a in new.get("added_tokens", []):
+        if a["id"] in old_to_new:
+            by_content[a["content"]] = old_to_new[a["id"]]
+    model_ids = [old for old in kept_old_ids if old < len(base)]
+    if model_ids and max(old_to_new[o] for o in model_ids) >= len(model_ids):
+        raise UnsupportedModelError(
+            "tokenizer.json has added tokens with ids inside the model vocab range. "
+            "tinykit needs added-only tokens after the model vocab, as tokenizers writes them. "
+            "Retrain instead: make_tiny_tokenizer(..., method='retrain')."
+        )
+
+    if model["type"] == "Unigram":
+        model["vocab"] = [tj["model"]["vocab"][old] for old in model_ids]
+        if model.get("unk_id") is not None:
+            model["unk_id"] = old_to_new[model["unk_id"]]
+    else:
+        model["vocab"] = {base[old]: old_to_new[old] for old in model_ids}
+    if model["type"] == "BPE":
+        model["merges"] = _kept_merges(model.get("merges", []), set(model["vocab"]))
+
+    new["added_tokens"] = [
+        {**a, "id": old_to_new[a["id"]]}
+        for a in new.get("added_tokens", [])
+        if a["id"] in old_to_new
+    ]
+    new["post_processor"] = _remap_processor(new.get("post_processor"), by_content)
+    if new.get("padding") and new["padding"].get("pad_token") in by_content:
+        new["padding"]["pad_id"] = by_content[new["padding"]["pad_token"]]
+    return new, old_to_new
+
+
+def _kept_merges(merges: list, kept: set[str]) -> list[list[str]]:
+    """Merges whose two parts and result are all kept; accepts `"a b"` and `["a", "b"]` forms."""
+    out = []
+    for merge in merges:
+        a, b = merge.split(" ", 1) if isinstance(merge, str) else merge
+        if a in kept and b in kept and a + b in kept:
+            out.append([a, b])
+    return out
+
+
+def _remap_processor(proc: dict | None, ids: dict[str, int]) -> dict | None:
+    if not proc:
+        return proc
+    kind = proc.get("type")
+    if kind == "Sequence":
+        proc["processors"] = [_remap_processor(p, ids) for p in proc["processors"]]
+    elif kind == "TemplateProcessing":
+        for name, spec in proc.get("special_tokens", {}).items():
+            spec["ids"] = [_must(ids, tok, name) for tok in spec["tokens"]]
+    elif kind in ("RobertaProcessing", "BertProcessing"):
+        for key in ("sep", "cls"):
+            tok = proc[key][0]
+            proc[key] = [tok, _must(ids, tok, key)]
+    return proc
+
+
+def _must(ids: dict[str, int], tok: str, where: str) -> int:
+    if tok not in ids:
+        raise UnsupportedModelError(
+            f"post-processor token {tok!r} ({where}) was dropped from the tiny vocab. "
+            "Every post-processor token must be kept as a special token. "
+            "Report this with the source tokenizer.json; use method='retrain' meanwhile."
+        )
+    return ids[tok]
+
+
+def processor_tokens(tj: dict) -> set[str]:
+    """Token strings the post-processor inserts (they must survive the shrink)."""
+    found: set[str] = set()
+
+    def walk(proc: dict | None) -> None:
+        if not proc:
+            return
+        for p in proc.get("processors", []):
+            walk(p)
+        for spec in proc.get("special_tokens", {}).values():
+            found.update(spec["tokens"])
+        for key in ("sep", "cls"):
+            if key in proc:
+                found.add(proc[key][0])
+
+    walk(tj.get("post_processor"))
+    return found
+
+
+def drop_precompiled_normalizer(tj: dict) -> dict:
+    """Remove SentencePiece's precompiled charsmap (237 KB for T5) so the files stay tiny."""
+    norm = tj.get("normalizer")
+    if not norm:
+        return tj
+    if norm.get("type") == "Precompiled":
+        tj["normalizer"] = None
+    elif norm.get("type") == "Sequence":
+        kept = [n for n in norm["normalizers"] if n.get("type") != "Precompiled"]
+        norm["normalizers"] = kept
+        if not kept:
+            tj["normalizer"] = None
+    return tj
+
+
+def shrink_json(
+    tj: dict, vocab: int, essential: set[str]
+) -> tuple[dict, dict[int, int], list[str]]:
+    """Shrink to at most `vocab` ids. Returns (document, old -> new ids, dropped added tokens)."""
+    essential = set(essential) | processor_tokens(tj) | {unk_token(tj)} - {None}
+    kept, dropped = choose_tokens(tj, vocab, essential)
+    new, old_to_new = rebuild(tj, kept)
+    return drop_precompiled_normalizer(new), old_to_new, dropped

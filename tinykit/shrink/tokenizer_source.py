@@ -1,0 +1,325 @@
+"""Read a tokenizer source folder into one tokenizers JSON document plus what must survive.
+
+Every layout becomes a tokenizer.json document: tokenizer.json as is; vocab.json + merges.txt,
+vocab.txt and SentencePiece `.model` files converted by transformers; a tiktoken rank file by
+tinykit.shrink.tokenizer_files; and a repo with only tokenizer_config.json by training a small
+tokenizer of the declared class. The special tokens to keep are gathered from tokenizer_config,
+special_tokens_map, the chat template, and config.json's token ids.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tinykit.errors import UnsupportedModelError, UsageError
+from tinykit.shrink import tokenizer_files as files_fmt
+from tinykit.shrink import tokenizer_json as tjson
+from tinykit.shrink import tokenizer_train as train
+
+
+@dataclass
+class Source:
+    folder: Path | None
+    tj: dict
+    config: dict
+    tokenizer_class: str
+    method: str = "edit"
+    sentencepiece: str | None = None  # relative file name to mirror
+    tiktoken: str | None = None
+    old_ids: dict[str, int] = field(default_factory=dict)  # content -> source id, for id_map
+
+
+def has_tokenizer_files(folder: Path) -> bool:
+    """True when `folder` holds a vocabulary (tokenizer_config.json alone does not count)."""
+    folder = Path(folder)
+    if (folder / "tokenizer.json").is_file() or (folder / "vocab.txt").is_file():
+        return True
+    if (folder / "vocab.json").is_file() and (folder / "merges.txt").is_file():
+        return True
+    return any(
+        (folder / n).is_file() for n in (*files_fmt.SENTENCEPIECE_NAMES, *files_fmt.TIKTOKEN_NAMES)
+    )
+
+
+def _read_json(path: Path) -> dict:
+    return json.loads(path.read_text("utf-8")) if path.is_file() else {}
+
+
+def _token_text(value) -> str | None:
+    if isinstance(value, dict):
+        return value.get("content")
+    return value if isinstance(value, str) else None
+
+
+def _named_special_tokens(config: dict) -> set[str]:
+    """Special tokens a tokenizer_config.json / special_tokens_map.json names."""
+    named: set[str] = set()
+    for key, value in config.items():
+        if key.endswith("_token"):
+            named.add(_token_text(value))
+        elif key in ("additional_special_tokens", "extra_special_tokens"):
+            values = value.values() if isinstance(value, dict) else value or []
+            named.update(_token_text(v) for v in values)
+    named.discard(None)
+    return named
+
+
+def chat_templates(folder: Path | None, config: dict) -> str:
+    """All chat-template text of the source, concatenated (to find the tokens it uses)."""
+    texts = []
+    tpl = config.get("chat_template")
+    if isinstance(tpl, list):
+        texts += [t.get("template", "") for t in tpl]
+    elif isinstance(tpl, str):
+        texts.append(tpl)
+    if folder is not None:
+        if (folder / "chat_template.jinja").is_file():
+            texts.append((folder / "chat_template.jinja").read_text("utf-8"))
+        texts.append(str(_read_json(folder / "chat_template.json").get("chat_template", "")))
+    return "\n".join(texts)
+
+
+def config_token_ids(folder: Path | None) -> set[int]:
+    """Ids that config.json / generation_config.json name (bos/eos/pad/image/... token ids)."""
+    found: set[int] = set()
+
+    def walk(node) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key.endswith(("_token_id", "_token_ids", "_token_index")):
+                    values = value if isinstance(value, list) else [value]
+                    found.update(v for v in values if isinstance(v, int))
+                else:
+                    walk(value)
+
+    if folder is not None:
+        for name in ("config.json", "generation_config.json"):
+            walk(_read_json(folder / name))
+    return found
+
+
+def _config_special_ids(folder: Path, config: dict) -> dict[str, int]:
+    """token -> source id for the specials config.json names by id (bos_token_id -> bos_token)."""
+    ids: dict[str, int] = {}
+
+    def walk(node: dict) -> None:
+        for key, value in node.items():
+            if isinstance(value, dict):
+                walk(value)  # text_config of multimodal models
+            elif key.endswith("_token_id") and isinstance(value, int):
+                token = _token_text(config.get(key.removesuffix("_id")))
+                if token:
+                    ids.setdefault(token, value)
+
+    for name in ("config.json", "generation_config.json"):
+        walk(_read_json(folder / name))
+    return ids
+
+
+def _config_added_tokens(folder: Path | None, config: dict) -> list[dict]:
+    """Added tokens declared outside tokenizer.json (added_tokens_decoder, added_tokens.json)."""
+    entries = [{**v, "id": int(k)} for k, v in config.get("added_tokens_decoder", {}).items()]
+    if folder is not None:
+        known = {e["content"] for e in entries}
+        for content, idx in _read_json(folder / "added_tokens.json").items():
+            if content not in known:
+                entries.append({"content": content, "id": idx, "special": True})
+    return sorted(entries, key=lambda e: e["id"])
+
+
+def _merge_added(tj: dict, entries: list[dict]) -> dict:
+    """Add config-declared tokens missing from tokenizer.json, at their declared ids when free."""
+    vocab = {tok: i for i, tok in enumerate(tjson.model_vocab(tj))}
+    taken = {a["id"] for a in tj.get("added_tokens", [])} | set(vocab.values())
+    have = {a["content"] for a in tj.get("added_tokens", [])}
+    for e in entries:
+        if e["content"] in have:
+            continue
+        if e["content"] in vocab:  # a plain vocab token the config marks as special
+            tj.setdefault("added_tokens", []).append({**_added_entry(e), "id": vocab[e["content"]]})
+        elif e["id"] not in taken:
+            tj.setdefault("added_tokens", []).append({**_added_entry(e), "id": e["id"]})
+            taken.add(e["id"])
+        have.add(e["content"])
+    return tj
+
+
+def _added_entry(e: dict) -> dict:
+    return {
+        "content": e["content"],
+        "single_word": e.get("single_word", False),
+        "lstrip": e.get("lstrip", False),
+        "rstrip": e.get("rstrip", False),
+        "normalized": e.get("normalized", False),
+        "special": e.get("special", True),
+    }
+
+
+def _is_tiktoken(path: Path) -> bool:
+    return path.is_file() and files_fmt.read_tiktoken(path) is not None
+
+
+def _class_name(folder: Path | None, config: dict, fallback: str) -> str:
+    if config.get("tokenizer_class"):
+        return config["tokenizer_class"]
+    model_type = _read_json(folder / "config.json").get("model_type") if folder else None
+    if model_type:
+        try:
+            return train.class_for_model_type(model_type)
+        except UnsupportedModelError:
+            pass
+    return fallback
+
+
+def _load_with_transformers(folder: Path, config: dict, fallback: str):
+    """Load vocab.json+merges.txt, vocab.txt or SentencePiece sources (transformers converts)."""
+    cls = train.tokenizer_class(_class_name(folder, config, fallback))
+    tok = cls.from_pretrained(folder)
+    if len(tok) <= len(tok.all_special_tokens) + 3:
+        # transformers 5 silently builds an empty tokenizer when it finds no usable file
+        raise UsageError(
+            f"{folder}: {cls.__name__} loaded only {len(tok)} tokens from the vocab files. "
+            "The files are not in the layout this class reads. "
+            "Add a tokenizer.json, or a tokenizer_config.json naming the right tokenizer_class."
+        )
+    return tok
+
+
+def read_source(src: Path | None, vocab: int, model_type: str | None, method: str) -> Source:
+    if src is None:
+        if not model_type:
+            raise UsageError(
+                "shrink_tokenizer got neither a source folder nor a model_type. "
+                "Without either there is nothing to shrink or train. "
+                "Pass src=<folder with tokenizer files> or model_type='llama'."
+            )
+        name = train.class_for_model_type(model_type)
+        return Source(None, train.train_json(name, vocab), {}, name, method="scratch")
+    src = Path(src)
+    if not src.is_dir():
+        raise UsageError(
+            f"tokenizer source {src} is not a folder. "
+            "shrink_tokenizer reads a folder laid out as on the Hub. "
+            "Pass the folder that holds tokenizer.json / vocab files."
+        )
+    config = {
+        **_read_json(src / "special_tokens_map.json"),
+        **_read_json(src / "tokenizer_config.json"),
+    }
+    if "auto_map" in config:
+        raise UnsupportedModelError(
+            f"{src}: the tokenizer needs remote code ({config['auto_map']}). "
+            "tinykit never runs a repo's own Python code. "
+            "Use a model whose tokenizer is built into transformers."
+        )
+    declared = _config_added_tokens(src, config)
+    old_ids = {**_config_special_ids(src, config), **{e["content"]: e["id"] for e in declared}}
+    from tokenizers import Tokenizer
+
+    sp = next(
+        (n for n in files_fmt.SENTENCEPIECE_NAMES if files_fmt.read_sentencepiece(src / n)), None
+    )
+    if method == "retrain" and has_tokenizer_files(src):
+        tok = load_source_tokenizer(src, config)
+        tj = train.retrain_json(tok, vocab)
+        return Source(
+            src,
+            tj,
+            config,
+            _class_name(src, config, type(tok).__name__),
+            "retrain",
+            old_ids={**old_ids, **{a.content: i for i, a in tok.added_tokens_decoder.items()}},
+        )
+    if (src / "tokenizer.json").is_file():
+        tj = json.loads(Tokenizer.from_file(str(src / "tokenizer.json")).to_str())
+        cls = _class_name(src, config, "PreTrainedTokenizerFast")
+        # Llama-3 repos ship original/tokenizer.model (tiktoken) next to tokenizer.json
+        tiktoken = next((n for n in files_fmt.TIKTOKEN_NAMES if _is_tiktoken(src / n)), None)
+        if tjson.tokenizer_kind(tj) != "byte-level-bpe":
+            tiktoken = None
+        return Source(
+            src,
+            _merge_added(tj, declared),
+            config,
+            cls,
+            sentencepiece=sp,
+            tiktoken=tiktoken,
+            old_ids=old_ids,
+        )
+    if sp or (src / "vocab.txt").is_file() or (src / "merges.txt").is_file():
+        fallback = (
+            "T5Tokenizer"
+            if sp == "spiece.model"
+            else (
+                "LlamaTokenizer"
+                if sp
+                else "BertTokenizer"
+                if (src / "vocab.txt").is_file()
+                else "GPT2Tokenizer"
+            )
+        )
+        tok = _load_with_transformers(src, config, fallback)
+        tj = json.loads(tok._tokenizer.to_str())
+        old_ids.update({a.content: i for i, a in tok.added_tokens_decoder.items()})
+        return Source(
+            src,
+            tj,
+            config,
+            _class_name(src, config, type(tok).__name__),
+            sentencepiece=sp,
+            old_ids=old_ids,
+        )
+    for name in files_fmt.TIKTOKEN_NAMES:
+        ranks = files_fmt.read_tiktoken(src / name) if (src / name).is_file() else None
+        if ranks:
+            tj = files_fmt.tiktoken_to_json(ranks, vocab)
+            tj = _merge_added(tj, [e for e in declared if e["id"] >= len(ranks)])
+            cls = _class_name(src, config, "PreTrainedTokenizerFast")
+            return Source(src, tj, config, cls, tiktoken=name, old_ids=old_ids)
+    if config:
+        # The repo ships only tokenizer_config.json (the vocab is LFS-only or elsewhere):
+        # train a tokenizer of the declared class and keep its special tokens and chat template.
+        cls = _class_name(src, config, "")
+        if not cls:
+            raise UsageError(
+                f"{src}/tokenizer_config.json names no tokenizer_class and there is no config.json "
+                "model_type, so the tokenizer class is unknown. "
+                "Add tokenizer_class to tokenizer_config.json, or pass model_type=..."
+            )
+        essential = essential_tokens(src, config, declared, {})
+        entries = [e for e in declared if e["content"] in essential]
+        entries += [
+            {"content": t, "special": True}
+            for t in sorted(essential - {e["content"] for e in entries})
+        ]
+        tj = train.train_json(cls, vocab - len(entries))
+        return Source(
+            src, train.append_added_tokens(tj, entries), config, cls, "scratch", old_ids=old_ids
+        )
+    raise UsageError(
+        f"{src} has no tokenizer files. Expected tokenizer.json, vocab.json + merges.txt, "
+        "vocab.txt, a SentencePiece .model, or tokenizer_config.json with tokenizer_class. "
+        "Pass the folder of a Hub repo that includes its tokenizer."
+    )
+
+
+def load_source_tokenizer(src: Path, config: dict):
+    if (src / "tokenizer.json").is_file():
+        cls = train.tokenizer_class(_class_name(src, config, "PreTrainedTokenizerFast"))
+        return cls.from_pretrained(src)
+    return _load_with_transformers(src, config, "GPT2Tokenizer")
+
+
+def essential_tokens(
+    folder: Path | None, config: dict, added: list[dict], by_id: dict[int, str]
+) -> set[str]:
+    """Added tokens that must survive: named specials, chat-template and config-referenced ones."""
+    essential = _named_special_tokens(config)
+    template = chat_templates(folder, config)
+    essential |= {a["content"] for a in added if a["content"] in template}
+    essential |= {by_id[i] for i in config_token_ids(folder) if i in by_id}
+    # T5-style sentinels: the tokenizer class re-creates all `extra_ids` of them on load anyway
+    essential |= {a["content"] for a in added if a["content"].startswith("<extra_id_")}
+    return essential

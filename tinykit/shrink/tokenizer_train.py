@@ -1,0 +1,171 @@
+"""Training fallbacks: retrain a source small (its pipeline kept), or train one from scratch.
+
+Used when there is nothing to edit (a repo that ships only tokenizer_config.json because its
+vocab files are LFS-only, or a bare transformers model_type), or on request (method="retrain").
+"""
+
+from __future__ import annotations
+
+import json
+
+from tinykit.errors import UnsupportedModelError
+from tinykit.shrink.tokenizer_json import BYTE_FALLBACK_PIECES, _remap_processor
+
+# A small fixed corpus: same input, same tokenizer, every run.
+CORPUS = (
+    "The quick brown fox jumps over the lazy dog. Pack my box with five dozen liquor jugs.",
+    "How vexingly quick daft zebras jump! Sphinx of black quartz, judge my vow.",
+    "In 2024, 13 models were trained on 4096 GPUs for 3.5 days; loss fell from 10.2 to 1.87.",
+    "def main(argv: list[str]) -> int:\n    return len(argv) * 2  # comment\n",
+    'Hello, world! {"key": [1, 2, 3], "ok": true} <tag attr="x">text</tag> a+b=c; x*y/z-1',
+    "Café, naïve, résumé, façade, jalapeño, Übermaß, Ærøskøbing, São Paulo, Kraków.",
+    "Zwölf Boxkämpfer jagen Viktor quer über den großen Sylter Deich.",
+    "Portez ce vieux whisky au juge blond qui fume. El veloz murciélago hindú comía feliz.",
+    "Съешь же ещё этих мягких французских булок, да выпей чаю.",
+    "中文分词测试：我们今天学习自然语言处理。日本語のテキストも少し入れます。한국어 문장.",
+    "Emoji 😀🚀🎉👍 and symbols © ® ™ € £ ¥ ° ± × ÷ → ← ∞ ≈ ≠.",
+    "user: What is the capital of France?\nassistant: The capital of France is Paris.",
+    "".join(chr(c) for c in range(32, 127)),
+)
+
+# Model types whose AutoTokenizer entry is None, generic, or a class that cannot be trained from
+# nothing: train a Llama-style byte-fallback BPE, the most common layout for decoder-only models.
+_DEFAULT_CLASS = "LlamaTokenizer"
+_GENERIC = {None, "TokenizersBackend", "PreTrainedTokenizerFast"}
+
+
+def class_for_model_type(model_type: str) -> str:
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+    from transformers.models.auto.tokenization_auto import TOKENIZER_MAPPING_NAMES
+
+    if model_type not in CONFIG_MAPPING_NAMES:
+        raise UnsupportedModelError(
+            f"model_type {model_type!r} is not known to transformers. "
+            "A tokenizer can only be trained for a registered architecture. "
+            "Check the spelling (e.g. 'llama', 'gpt2', 'bert', 't5')."
+        )
+    name = TOKENIZER_MAPPING_NAMES.get(model_type)
+    if isinstance(name, (tuple, list)):
+        name = next((n for n in name if n), None)
+    if name not in _GENERIC and _trainable(name):
+        return name
+    if model_type in _text_model_types():
+        return _DEFAULT_CLASS
+    raise UnsupportedModelError(
+        f"model_type {model_type!r} takes no text input, so it has no tokenizer. "
+        "Only text, multimodal and speech-to-text architectures get a tiny tokenizer. "
+        "Skip the tokenizer for this model (has_tokenizer_files() is False)."
+    )
+
+
+def _trainable(name: str) -> bool:
+    """A class tinykit can train from nothing: a tokenizers-backed class that builds without
+    vocabulary files. Python-only classes (vocab_file required, extra packages) are not."""
+    try:
+        return getattr(tokenizer_class(name)(), "_tokenizer", None) is not None
+    except Exception:  # any constructor failure means: not trainable from scratch
+        return False
+
+
+def _text_model_types() -> set[str]:
+    from transformers.models.auto import modeling_auto
+
+    kinds = (
+        "CAUSAL_LM",
+        "SEQ_TO_SEQ_CAUSAL_LM",
+        "MASKED_LM",
+        "IMAGE_TEXT_TO_TEXT",
+        "SPEECH_SEQ_2_SEQ",
+        "TEXT_ENCODING",
+    )
+    found: set[str] = set()
+    for kind in kinds:
+        found |= set(getattr(modeling_auto, f"MODEL_FOR_{kind}_MAPPING_NAMES", {}))
+    return found
+
+
+def tokenizer_class(name: str):
+    """The transformers class called `name` (`...Fast` names fall back to the base name)."""
+    import transformers
+
+    if name in _GENERIC:
+        return transformers.GPT2Tokenizer  # a generic fast tokenizer: train a byte-level BPE
+    for candidate in (name, name.removesuffix("Fast")):
+        cls = getattr(transformers, candidate, None)
+        if cls is not None and candidate not in _GENERIC:
+            return cls
+    raise UnsupportedModelError(
+        f"tokenizer class {name!r} is not in transformers {transformers.__version__}. "
+        "tinykit cannot train a tokenizer of an unknown (or remote-code) class. "
+        "Add the tokenizer files (tokenizer.json) to the source folder."
+    )
+
+
+def train_json(class_name: str, vocab: int, extra_corpus: list[str] = ()) -> dict:
+    """A tokenizer.json trained from scratch for `class_name`, at most `vocab` ids."""
+    tok = tokenizer_class(class_name)()
+    return _train(tok, vocab, extra_corpus)
+
+
+def retrain_json(source_tokenizer, vocab: int) -> dict:
+    """Retrain the source's pipeline on its own decoded vocab (field guide §2, method B)."""
+    n = len(source_tokenizer)
+    pieces = source_tokenizer.batch_decode([[i] for i in range(min(n, 20000))])
+    return _train(source_tokenizer, vocab, pieces)
+
+
+def _train(tok, vocab: int, extra_corpus) -> dict:
+    corpus = list(CORPUS) + [
+        " ".join(extra_corpus[i : i + 64]) for i in range(0, len(extra_corpus), 64)
+    ]
+    base = json.loads(tok._tokenizer.to_str())
+    needs_bytes = base["model"].get("type") == "BPE" and base["model"].get("byte_fallback")
+    budget = vocab - (len(BYTE_FALLBACK_PIECES) if needs_bytes else 0)
+    trained = tok.train_new_from_iterator(corpus, vocab_size=max(budget, 32), show_progress=False)
+    tj = json.loads(trained._tokenizer.to_str())
+    if needs_bytes:
+        tj = append_model_tokens(
+            tj, [p for p in BYTE_FALLBACK_PIECES if p not in tj["model"]["vocab"]]
+        )
+    return tj
+
+
+def append_model_tokens(tj: dict, tokens: list[str]) -> dict:
+    """Append plain tokens to a BPE/WordPiece/WordLevel vocab; added-only tokens shift up."""
+    model = tj["model"]
+    size = len(model["vocab"])
+    shift = len(tokens)
+    for i, tok in enumerate(tokens):
+        model["vocab"][tok] = size + i
+    ids: dict[str, int] = {}
+    for a in tj.get("added_tokens", []):
+        if a["id"] >= size:
+            a["id"] += shift
+        ids[a["content"]] = a["id"]
+    tj["post_processor"] = _remap_processor(tj.get("post_processor"), {**model["vocab"], **ids})
+    return tj
+
+
+def append_added_tokens(tj: dict, entries: list[dict]) -> dict:
+    """Add the special/added tokens (dicts: content, special, ...) missing from `tj`, at the end."""
+    have = {a["content"] for a in tj.get("added_tokens", [])}
+    vocab = tj["model"]["vocab"]
+    have |= {p for p, _ in vocab} if isinstance(vocab, list) else set(vocab)
+    next_id = 1 + max([len(vocab) - 1] + [a["id"] for a in tj.get("added_tokens", [])])
+    for e in entries:
+        if e["content"] in have:
+            continue
+        tj.setdefault("added_tokens", []).append(
+            {
+                "id": next_id,
+                "content": e["content"],
+                "single_word": e.get("single_word", False),
+                "lstrip": e.get("lstrip", False),
+                "rstrip": e.get("rstrip", False),
+                "normalized": e.get("normalized", False),
+                "special": e.get("special", True),
+            }
+        )
+        have.add(e["content"])
+        next_id += 1
+    return tj

@@ -1,0 +1,219 @@
+"""verify: load a tiny model folder and prove it works (forward, backward, generate, reload).
+
+The report also names the block types kept (`block_types`), read off the built modules, so a
+test can compare them with the source's structure built at full depth on the meta device.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tinykit.errors import TinyArtifactInvalid, UsageError
+
+BATCH, SEQ = 2, 16
+
+
+@dataclass
+class VerifyReport:
+    """What `verify` checked; `ok` is False when any problem was found."""
+
+    path: str
+    model_class: str = ""
+    params: int = 0
+    bytes: int = 0
+    loss: float | None = None
+    grads: str = ""
+    generated: bool | None = None
+    reload_equal: bool | None = None
+    block_types: dict[str, list[str]] = field(default_factory=dict)
+    tokenizer: dict[str, Any] | None = None
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "ok": self.ok}
+
+
+def verify(path: str | Path, *, raise_on_failure: bool = False) -> VerifyReport:
+    """Load the model in `path`, run forward + backward (finite loss), generate (generative models),
+    and reload it to check the logits are identical. Raises TinyArtifactInvalid if asked to."""
+    import torch
+    import transformers
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    folder = Path(path)
+    if not (folder / "config.json").is_file():
+        raise UsageError(f"{folder} has no config.json: not a model folder. Pass the folder make-tiny wrote.")
+    config = transformers.AutoConfig.from_pretrained(folder)
+    arch = (config.architectures or [None])[0]
+    cls = getattr(transformers, arch or "", None) or transformers.AutoModel
+    report = VerifyReport(str(folder), model_class=getattr(cls, "__name__", str(cls)))
+    report.bytes = sum(p.stat().st_size for p in folder.iterdir() if p.is_file())
+    model = cls.from_pretrained(folder)
+    report.params = sum(p.numel() for p in model.parameters())
+    report.block_types = block_types(model)
+    generator = torch.Generator().manual_seed(0)
+    inputs, labels = make_inputs(model, generator)
+    _train_step(model, inputs, labels, report)
+    _generate(model, inputs, report)
+    _reload(model, cls, folder, inputs, report)
+    _tokenizer(model, folder, inputs, report)
+    if raise_on_failure and not report.ok:
+        raise TinyArtifactInvalid(f"{folder} failed verification: {'; '.join(report.problems)}.", report=report.to_dict())
+    return report
+
+
+def make_inputs(model: Any, generator: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Random inputs shaped from the config: token ids, pixels or audio features, plus labels."""
+    import torch
+
+    config = model.config
+    params = inspect.signature(model.forward).parameters
+    text = config.get_text_config(decoder=True)
+    vocab = getattr(text, "vocab_size", None) or 64
+    ids = torch.randint(0, vocab, (BATCH, SEQ), generator=generator)
+    inputs: dict[str, Any] = {}
+    main = model.main_input_name
+    vision = getattr(config, "vision_config", None) or config
+    has_image_tokens = any(k in config.to_dict() for k in ("image_token_id", "image_token_index"))
+    if main == "input_features":
+        frames = 2 * getattr(config, "max_source_positions", 8)
+        inputs[main] = torch.randn(BATCH, config.num_mel_bins, frames, generator=generator)
+    elif main == "pixel_values" or ("pixel_values" in params and not has_image_tokens
+                                   and isinstance(getattr(vision, "image_size", None), int)):
+        size, channels = vision.image_size, getattr(vision, "num_channels", 3)
+        inputs["pixel_values"] = torch.randn(BATCH, channels, size, size, generator=generator)
+    if "input_ids" in params and main != "input_features":
+        inputs["input_ids"] = ids
+    labels: dict[str, Any] = {}
+    if "return_loss" in params:
+        labels["return_loss"] = True
+    elif "labels" in params and getattr(config, "is_encoder_decoder", False):
+        labels["labels"] = torch.randint(0, vocab, (BATCH, SEQ // 2), generator=generator)
+        inputs["decoder_input_ids"] = torch.randint(0, vocab, (BATCH, SEQ // 2), generator=generator)
+    elif "labels" in params and "input_ids" in inputs and not _is_classifier(model):
+        labels["labels"] = ids
+    return inputs, labels
+
+
+def _is_classifier(model: Any) -> bool:
+    return any(s in type(model).__name__ for s in ("ForSequenceClassification", "ForTokenClassification"))
+
+
+def _train_step(model: Any, inputs: dict, labels: dict, report: VerifyReport) -> None:
+    model.train()
+    try:
+        out = model(**inputs, **labels)
+    except Exception as e:  # any model failure is a verification finding, reported as such
+        report.problems.append(f"forward failed: {type(e).__name__}: {e}")
+        return
+    loss = out.loss if getattr(out, "loss", None) is not None else _first_tensor(out).float().pow(2).mean()
+    report.loss = float(loss.detach())
+    if not math.isfinite(report.loss):
+        report.problems.append(f"loss is not finite ({report.loss})")
+        return
+    loss.backward()
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    with_grad = sum(1 for p in trainable if p.grad is not None)
+    report.grads = f"{with_grad}/{len(trainable)} parameter tensors got a gradient"
+    if with_grad == 0:
+        report.problems.append("backward gave no gradient to any parameter")
+    model.zero_grad(set_to_none=True)
+
+
+def _first_tensor(out: Any) -> Any:
+    import torch
+
+    values = out.values() if hasattr(out, "values") else out
+    return next(v for v in values if isinstance(v, torch.Tensor) and v.is_floating_point())
+
+
+def _generate(model: Any, inputs: dict, report: VerifyReport) -> None:
+    # Text generation only: speech models (Whisper) need a real tokenizer's timestamp layout.
+    if not model.can_generate() or model.main_input_name != "input_ids":
+        return
+    model.eval()
+    try:
+        import torch
+
+        # half the sequence as the prompt: prompt + new tokens stay within the trained length
+        prompt = {k: v[:, : SEQ // 2] if k == "input_ids" else v for k, v in inputs.items()
+                  if not k.startswith("decoder_")}
+        with torch.no_grad():
+            model.generate(**prompt, max_new_tokens=2, do_sample=False)
+        report.generated = True
+    except Exception as e:  # reported, not raised: verify lists every failure at once
+        report.generated = False
+        report.problems.append(f"generate failed: {type(e).__name__}: {e}")
+
+
+def _reload(model: Any, cls: Any, folder: Path, inputs: dict, report: VerifyReport) -> None:
+    import torch
+
+    model.eval()
+    again = cls.from_pretrained(folder).eval()
+    try:
+        with torch.no_grad():
+            a, b = _first_tensor(model(**inputs)), _first_tensor(again(**inputs))
+        report.reload_equal = bool(torch.equal(a, b))
+    except Exception as e:  # reported, not raised
+        report.problems.append(f"forward after reload failed: {type(e).__name__}: {e}")
+        return
+    if not report.reload_equal:
+        report.problems.append("logits after reload differ from the saved model's")
+
+
+def _tokenizer(model: Any, folder: Path, inputs: dict, report: VerifyReport) -> None:
+    """Check the tokenizer shipped beside the model, then run the model on its encoding of the probe."""
+    import torch
+    from transformers import AutoTokenizer
+
+    from tinykit.shrink.tokenizer_check import PROBE, check_tokenizer
+    from tinykit.shrink.tokenizer_source import has_tokenizer_files
+
+    if not has_tokenizer_files(folder):
+        return
+    report.tokenizer = check_tokenizer(folder)
+    report.problems += [f"tokenizer: {p}" for p in report.tokenizer.get("problems", [])]
+    if "input_ids" not in inputs:
+        return
+    ids = AutoTokenizer.from_pretrained(folder)(PROBE, return_tensors="pt")["input_ids"]
+    try:
+        with torch.no_grad():
+            logits = _first_tensor(model(**{**inputs, "input_ids": ids.repeat(BATCH, 1)}))
+        report.tokenizer["forward"] = {"tokens": ids.shape[1], "finite": bool(torch.isfinite(logits).all())}
+    except Exception as e:  # reported, not raised
+        report.problems.append(f"forward pass on the tokenizer's encoding of the probe failed: {type(e).__name__}: {e}")
+
+
+def block_types(model: Any) -> dict[str, list[str]]:
+    """The distinct layer kinds of every layer stack: class, child classes and attention type."""
+    import torch
+
+    stacks: dict[str, list[str]] = {}
+    for name, module in model.named_modules():
+        if not isinstance(module, torch.nn.ModuleList) or not len(module):
+            continue
+        if not all(len(list(layer.children())) > 1 for layer in module):
+            continue  # a list of plain tensors-holders (experts, norms), not a layer stack
+        stack = re.sub(r"\.\d+(?=\.|$)", ".*", name)  # T5's per-block lists form one stack
+        stacks[stack] = sorted(set(stacks.get(stack, [])) | {_layer_kind(layer) for layer in module})
+    return stacks
+
+
+def _layer_kind(layer: Any) -> str:
+    children = ",".join(f"{n}:{type(c).__name__}" for n, c in layer.named_children())
+    attention = next((getattr(m, a) for m in (layer, *layer.children())
+                      for a in ("layer_type", "attention_type") if isinstance(getattr(m, a, None), str)), None)
+    if attention is None and any(getattr(m, "is_sliding", False) is True for m in (layer, *layer.children())):
+        attention = "sliding"
+    return f"{type(layer).__name__}({children})" + (f"[{attention}]" if attention else "")
