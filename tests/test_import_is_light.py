@@ -54,3 +54,11 @@ def test_a_pytest_session_with_the_plugin_loads_no_heavy_library(tmp_path):
     )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "heavy: []" in out.stdout and "tinykit plugin: True" in out.stdout
+
+
+def test_every_public_name_loads_and_is_listed():
+    import tinykit
+
+    assert sorted(tinykit.__all__) == sorted([*tinykit._LAZY, *tinykit._MODULES, "__version__"])
+    for name in tinykit.__all__:
+        assert getattr(tinykit, name) is not None

@@ -14,33 +14,45 @@ __version__ = "0.1.0"
 # public name -> module that defines it
 _LAZY = {
     "HubServer": "tinykit.hub_server",
+    "check_determinism": "tinykit.determinism",
     "make_synthetic_dataset": "tinykit.dataset.synthetic",
     "make_tiny": "tinykit.shrink.build",
     "make_tiny_dataset": "tinykit.dataset.build",
     "make_tiny_tokenizer": "tinykit.shrink.tokenizer",
     "run_distributed": "tinykit.dist.launch",
+    "seed_everything": "tinykit.seed",
     "verify": "tinykit.shrink.verify",
     "ShrinkSpec": "tinykit.shrink.spec",
 }
 
-__all__ = [  # noqa: RUF022 (kept in the order of _LAZY, then the modules)
+# public submodules reachable as attributes: tinykit.env.capture(), tinykit.seed.dataloader_kwargs()
+_MODULES = ("env", "errors", "seed")
+
+__all__ = [  # every name of _LAZY and _MODULES (tests/test_import_is_light.py checks they load)
     "HubServer",
+    "ShrinkSpec",
+    "__version__",
+    "check_determinism",
+    "env",
+    "errors",
     "make_synthetic_dataset",
     "make_tiny",
     "make_tiny_dataset",
     "make_tiny_tokenizer",
     "run_distributed",
+    "seed",
+    "seed_everything",
     "verify",
-    "ShrinkSpec",
-    "errors",
-    "__version__",
 ]
 
 if TYPE_CHECKING:
+    from tinykit import env, seed
     from tinykit.dataset.build import make_tiny_dataset
     from tinykit.dataset.synthetic import make_synthetic_dataset
+    from tinykit.determinism import check_determinism
     from tinykit.dist.launch import run_distributed
     from tinykit.hub_server import HubServer
+    from tinykit.seed import seed_everything
     from tinykit.shrink.build import make_tiny
     from tinykit.shrink.spec import ShrinkSpec
     from tinykit.shrink.tokenizer import make_tiny_tokenizer
@@ -52,8 +64,8 @@ def __getattr__(name: str) -> Any:
         value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value
         return value
-    if name == "errors":
-        return importlib.import_module("tinykit.errors")
+    if name in _MODULES:
+        return importlib.import_module(f"tinykit.{name}")
     raise AttributeError(f"module 'tinykit' has no attribute {name!r}")
 
 
