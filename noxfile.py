@@ -1,4 +1,4 @@
-"""Developer sessions: `nox -s tests`, `nox -s transformers_matrix`, `nox -s coverage`, `nox -s bench`.
+"""Developer sessions: `nox -s tests`, `lint`, `transformers_matrix`, `coverage`, `bench`.
 
 Every session installs torch==2.13.0 first so pip takes the local CPU wheel, never a CUDA build.
 """
@@ -21,6 +21,13 @@ def tests(session: nox.Session) -> None:
     """The README's test command."""
     _install(session)
     session.run("pytest", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff, as configured in pyproject.toml."""
+    session.install("ruff")
+    session.run("ruff", "check", "tinykit", "tests", "benchmarks")
 
 
 @nox.session
