@@ -9,10 +9,13 @@ without a seed: a seed is then picked and logged, and rerunning with that seed r
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import logging
 import os
 import random
 import secrets
+import sys
 from typing import Any
 
 from tinykit.errors import DeviceUnavailableError, UsageError
@@ -57,22 +60,29 @@ def seed_everything(seed: int | None = None, deterministic: bool = False) -> int
                          "Pass an int such as seed_everything(1234), or None to pick one.")
     if deterministic:
         enable_determinism()  # before seeding: it must refuse before anything changed
-    random.seed(seed)
     os.environ["TINYKIT_SEED"] = str(seed)  # children and `tinykit env capture` see it
-    try:
-        import numpy as np
-    except ImportError:
-        np = None
-    if np is not None:
-        np.random.seed(seed)
-    try:
-        import torch
-    except ImportError:
-        return seed
-    torch.manual_seed(seed)  # CPU, and CUDA when it is there
-    for backend in _accelerators(torch):
-        backend.manual_seed_all(seed)
+    for name in ("numpy", "torch"):  # seed_everything seeds them even when not imported yet
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
+    seed_loaded(seed)
     return seed
+
+
+def seed_loaded(seed: int, only: set[str] | None = None) -> None:
+    """Seed `random` and, only if already imported, NumPy and torch with every accelerator.
+
+    Never imports them (the pytest plugin seeds each test this way), and exports nothing.
+    `only` limits the seeding to those of {"random", "numpy", "torch"}.
+    """
+    if only is None or "random" in only:
+        random.seed(seed)
+    if "numpy" in sys.modules and (only is None or "numpy" in only):
+        sys.modules["numpy"].random.seed(seed)
+    if "torch" in sys.modules and (only is None or "torch" in only):
+        torch = sys.modules["torch"]
+        torch.manual_seed(seed)  # CPU, and CUDA when it is there
+        for backend in _accelerators(torch):
+            backend.manual_seed_all(seed)
 
 
 def _accelerators(torch: Any) -> list[Any]:

@@ -24,6 +24,8 @@ from typing import Any
 
 import pytest
 
+from tinykit.seed import seed_loaded
+
 SEED = pytest.StashKey[int]()
 SEED_EXPLICIT = pytest.StashKey[bool]()
 ACTIVE = pytest.StashKey[bool]()  # the session uses tinykit: seed tests and print the seed
@@ -153,7 +155,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         seed = (item.config.stash[SEED] + zlib.crc32(item.nodeid.encode())) % 2**32
         item.stash[TEST_SEED] = seed
         item.stash[SEEDED_LATE] = {"numpy", "torch"} - set(sys.modules)
-        seed_rngs(seed)
+        seed_loaded(seed)
         item.user_properties.append(("tinykit_seed", item.config.stash[SEED]))
 
 
@@ -161,17 +163,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def pytest_runtest_call(item: pytest.Item) -> None:
     # numpy/torch imported by fixtures during setup were not seeded then: seed them now.
     if late := item.stash.get(SEEDED_LATE, set()) & set(sys.modules):
-        seed_rngs(item.stash[TEST_SEED], only=late)
-
-
-def seed_rngs(seed: int, only: set[str] | None = None) -> None:
-    """Seed ``random`` and, if already imported, numpy and torch (never import them)."""
-    if only is None:
-        random.seed(seed)
-    if "numpy" in sys.modules and (only is None or "numpy" in only):
-        sys.modules["numpy"].random.seed(seed)
-    if "torch" in sys.modules and (only is None or "torch" in only):
-        sys.modules["torch"].manual_seed(seed)  # also seeds every CUDA device, lazily
+        seed_loaded(item.stash[TEST_SEED], only=late)
 
 
 def skip_for_markers(item: pytest.Item) -> None:
