@@ -7,6 +7,7 @@ vocab files are LFS-only, or a bare transformers model_type), or on request (met
 from __future__ import annotations
 
 import json
+from collections import Counter
 
 from tinykit.errors import UnsupportedModelError
 from tinykit.shrink.tokenizer_json import BYTE_FALLBACK_PIECES, _remap_processor
@@ -123,11 +124,100 @@ def _train(tok, vocab: int, extra_corpus) -> dict:
     budget = vocab - (len(BYTE_FALLBACK_PIECES) if needs_bytes else 0)
     trained = tok.train_new_from_iterator(corpus, vocab_size=max(budget, 32), show_progress=False)
     tj = json.loads(trained._tokenizer.to_str())
+    tj = canonical(tj, trained._tokenizer, corpus)
     if needs_bytes:
         tj = append_model_tokens(
             tj, [p for p in BYTE_FALLBACK_PIECES if p not in tj["model"]["vocab"]]
         )
     return tj
+
+
+def canonical(tj: dict, backend, corpus: list[str]) -> dict:
+    """Relearn a trained vocabulary with ties broken by the symbols themselves, not hash order.
+
+    The `tokenizers` trainers break equal counts by ids they assign in hash-map order (and the
+    Unigram trainer runs in parallel), so two trainings on one corpus can differ. This keeps the
+    trained vocabulary's size, special tokens, alphabet and word splitting, and learns its other
+    entries again with deterministic BPE merges: BPE keeps the merges, WordPiece the merged
+    tokens, Unigram the merged pieces scored by merge order.
+    """
+    model = tj["model"]
+    kind = model["type"]
+    prefix = model.get("continuing_subword_prefix") or ""
+    suffix = model.get("end_of_word_suffix") or ""
+    special = {t["content"] for t in tj.get("added_tokens", [])} | {model.get("unk_token")}
+    if kind == "Unigram":
+        tokens = [piece for piece, _ in model["vocab"]]
+        if model.get("unk_id") is not None:
+            special.add(tokens[model["unk_id"]])
+    else:
+        tokens = [t for t, _ in sorted(model["vocab"].items(), key=lambda kv: kv[1])]
+    alphabet = {t for t in tokens if len(t.removeprefix(prefix).removesuffix(suffix)) <= 1}
+    base = [t for t in tokens if t in special] + sorted(alphabet - special)
+    merges, new = _learn(_words(backend, corpus, prefix, suffix), len(tokens) - len(base), prefix)
+    vocab = list(dict.fromkeys(base + new))
+    if kind == "BPE":
+        model = {**model, "vocab": {t: i for i, t in enumerate(vocab)}, "merges": merges}
+    elif kind == "WordPiece":
+        model = {**model, "vocab": {t: i for i, t in enumerate(vocab)}}
+    elif kind == "Unigram":
+        scores = dict(model["vocab"])
+        n = len(vocab)
+        model = {**model, "vocab": [[t, scores[t] if t in special else -1.0 - i / n if t in new else -3.0]
+                                    for i, t in enumerate(vocab)],
+                 "unk_id": None if model.get("unk_id") is None else vocab.index(tokens[model["unk_id"]])}
+    else:
+        return tj
+    ids = {t: i for i, t in enumerate(vocab)}
+    tj["model"] = model
+    tj["added_tokens"] = [{**t, "id": ids.get(t["content"], t["id"])} for t in tj.get("added_tokens", [])]
+    return tj
+
+
+def _words(backend, corpus: list[str], prefix: str, suffix: str) -> Counter:
+    """The corpus as the tokenizer splits it: words as symbol tuples, with their counts."""
+    words: Counter[tuple[str, ...]] = Counter()
+    for text in corpus:
+        text = backend.normalizer.normalize_str(text) if backend.normalizer else text
+        pieces = backend.pre_tokenizer.pre_tokenize_str(text) if backend.pre_tokenizer else [(text, None)]
+        for word, _ in pieces:
+            if word:
+                symbols = [word[0], *(prefix + c for c in word[1:])]
+                symbols[-1] += suffix
+                words[tuple(symbols)] += 1
+    return words
+
+
+def _learn(words: Counter, n: int, prefix: str) -> tuple[list[list[str]], list[str]]:
+    """`n` BPE merges, the most frequent pair first and ties to the smallest pair."""
+    merges: list[list[str]] = []
+    new: list[str] = []
+    while len(merges) < n:
+        pairs: Counter[tuple[str, str]] = Counter()
+        for symbols, count in words.items():
+            for pair in zip(symbols, symbols[1:], strict=False):
+                pairs[pair] += count
+        if not pairs:
+            break
+        best = min(pairs, key=lambda p: (-pairs[p], p))
+        token = best[0] + best[1].removeprefix(prefix)
+        merges.append(list(best))
+        new.append(token)
+        words = Counter({_merge(symbols, best, token): count for symbols, count in words.items()})
+    return merges, new
+
+
+def _merge(symbols: tuple[str, ...], pair: tuple[str, str], new: str) -> tuple[str, ...]:
+    out: list[str] = []
+    i = 0
+    while i < len(symbols):
+        if i + 1 < len(symbols) and (symbols[i], symbols[i + 1]) == pair:
+            out.append(new)
+            i += 2
+        else:
+            out.append(symbols[i])
+            i += 1
+    return tuple(out)
 
 
 def append_model_tokens(tj: dict, tokens: list[str]) -> dict:
