@@ -66,23 +66,21 @@ def sweep(model_types: list[str] | None = None, **spec: Any) -> Iterator[Coverag
 
 def _default_is_broken(model_type: str) -> bool:
     """Whether transformers cannot build this type from its own default config, at full size on the
-    meta device: then no shrink can work, and the sweep reports the type apart."""
+    meta device, with the class make-tiny picks: then no shrink can work, and the sweep reports
+    the type apart."""
     import torch
-    import transformers
-    from transformers import CONFIG_MAPPING
-    from transformers.models.auto import modeling_auto
 
-    from tinykit.shrink.build import TASK_MAPPINGS
+    from tinykit.shrink.build import config_for, model_class
+    from tinykit.shrink.config import load_config
+    from tinykit.shrink.source import Source
 
     try:
-        config = CONFIG_MAPPING[model_type]()
-        name = next(
-            getattr(modeling_auto, m)[model_type]
-            for m in TASK_MAPPINGS
-            if model_type in getattr(modeling_auto, m)
+        config = load_config({"model_type": model_type})
+        cls = model_class(
+            Source("model_type", model_type, None, {"model_type": model_type}, ""), config, False
         )
         with torch.device("meta"):
-            getattr(transformers, name)._from_config(config)
+            cls._from_config(config_for(cls, config))
     except Exception:  # any failure of transformers' own defaults
         return True
     return False
