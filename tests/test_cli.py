@@ -74,3 +74,14 @@ def test_help_lists_the_commands():
     assert done.returncode == 0
     for command in ("make-tiny", "verify", "coverage"):
         assert command in done.stdout
+
+
+def test_coverage_reports_each_type_and_sets_apart_upstream_breakage():
+    done = tinykit("coverage", "llama", "qwen3_moe", "dbrx", "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    rows = {r["model_type"]: r for r in report["rows"]}
+    assert rows["llama"]["ok"] and rows["qwen3_moe"]["ok"]
+    # transformers' own DbrxConfig() cannot build a DbrxForCausalLM: not counted against tinykit
+    assert not rows["dbrx"]["ok"] and rows["dbrx"]["upstream"] and report["upstream_broken"] == ["dbrx"]
+    assert (report["passed"], report["total"], report["rate_buildable"]) == (2, 3, 1.0)

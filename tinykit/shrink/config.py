@@ -137,6 +137,14 @@ def _shrink_node(
             sub = base.setdefault(key, {"model_type": value["model_type"]})
             shrunk_subs[key] = _shrink_node(value, sub, f"{path}{key}.", ctx)
     overrides = _knob_values(full, recipe, ctx)
+    for key, value in full.items():  # plain settings dicts (`head_config`) name sizes too
+        if (
+            key.endswith("_config")
+            and isinstance(value, dict)
+            and "model_type" not in value
+            and key not in recipe.drop
+        ):
+            overrides[key] = _shrink_entry(value, {}, recipe, ctx, f"{path}{key}.")
     layer_keys = [k for k in recipe.knobs["layers"] if _is_int(full.get(k))]
     if layer_keys and not ctx.keep_depth:
         plan = plan_layers(
@@ -150,14 +158,7 @@ def _shrink_node(
         overrides.update(plan.fields)
         for key in plan.keyed:  # per-layer overrides of a size are shrunk like the size itself
             overrides[key] = {
-                layer: {
-                    **entry,
-                    **{
-                        k: v
-                        for k, v in _knob_values({**full, **entry}, recipe, ctx).items()
-                        if k in entry
-                    },
-                }
+                layer: _shrink_entry(entry, full, recipe, ctx, f"{path}{key}.{layer}.")
                 for layer, entry in overrides[key].items()
             }
         for key in recipe.knobs["other_layers"]:
@@ -172,6 +173,19 @@ def _shrink_node(
     _shrink_rope(merged, overrides)
     base.update(overrides)
     return {**merged, **overrides}
+
+
+def _shrink_entry(
+    entry: dict[str, Any], full: dict[str, Any], recipe: Recipe, ctx: _Context, where: str
+) -> dict[str, Any]:
+    """A per-layer override (`per_layer_config["5"]`): its sizes get the node's rules and derivations."""
+    merged = {**full, **entry}
+    values = {k: v for k, v in _knob_values(merged, recipe, ctx).items() if k in entry}
+    merged.update(values)
+    for key, expr in recipe.derive.items():
+        if key in entry:
+            values[key] = merged[key] = _evaluate(expr, merged, f"{where}{key}")
+    return {**entry, **values}
 
 
 def _is_int(value: Any) -> bool:
