@@ -88,43 +88,20 @@ class BuildResult:
         }
 
 
-def make_tiny(
-    source: str | Path,
-    out: str | Path | None = None,
-    *,
-    revision: str | None = None,
-    force: bool = False,
-    trust_remote_code: bool = False,
-    recipes: tuple[str, ...] = (),
-    push_to_hub: str | None = None,
-    **spec: Any,
-) -> Path:
+def make_tiny(source: str | Path, out: str | Path | None = None, **options: Any) -> Path:
     """Build a tiny random model of `source` into `out` and return the folder.
 
     Args:
         source: a folder with config.json, a transformers model_type, or a Hub id `org/name[@rev]`.
         out: the output folder (default `./tiny-<name>`); it must not exist unless `force`.
-        revision: Hub revision (branch, tag or sha) for a Hub id.
-        force: replace an existing `out`.
-        trust_remote_code: allow configs whose model_type needs the repository's own code.
-        recipes: extra recipe TOML files (see recipes/).
-        push_to_hub: a Hub repo id `org/name` to publish the built folder to (with its model card).
-        **spec: ShrinkSpec fields (hidden, layers, vocab, dtype, seed, mode, ...).
+        **options: `build`'s keywords (revision, force, trust_remote_code, recipes, push_to_hub)
+            and ShrinkSpec fields (hidden, layers, vocab, dtype, seed, mode, ...).
 
     Raises:
         UsageError: bad source, spec or output folder. UnsupportedModelError: remote code or no
         model class. HubError: the Hub could not be read.
     """
-    return build(
-        source,
-        out,
-        revision=revision,
-        force=force,
-        trust_remote_code=trust_remote_code,
-        recipes=recipes,
-        push_to_hub=push_to_hub,
-        **spec,
-    ).path
+    return build(source, out, **options).path
 
 
 def build(
@@ -138,7 +115,12 @@ def build(
     push_to_hub: str | None = None,
     **spec_kwargs: Any,
 ) -> BuildResult:
-    """make_tiny, returning the full BuildResult (params, bytes, time, file hashes)."""
+    """make_tiny, returning the full BuildResult (params, bytes, time, file hashes).
+
+    `revision` is the Hub revision of a Hub id; `force` replaces an existing `out`;
+    `trust_remote_code` allows configs that need the repository's own code; `recipes` adds
+    recipe files; `push_to_hub` publishes the built folder (with its card) to that repo id.
+    """
     started = time.perf_counter()
     spec = ShrinkSpec.from_kwargs(**spec_kwargs)
     src = resolve(source, revision, trust_remote_code)

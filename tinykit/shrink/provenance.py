@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,13 +23,9 @@ VERSIONED = ("transformers", "torch", "tokenizers", "safetensors", "huggingface_
 
 
 def versions() -> dict[str, str]:
-    found = {"tinykit": __version__}
-    for name in VERSIONED:
-        try:
-            found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            found[name] = "not installed"
-    return found
+    from tinykit.cache import package_versions
+
+    return {"tinykit": __version__, **package_versions(VERSIONED)}
 
 
 def rebuild_command(src: Source, spec: ShrinkSpec, recipes: tuple[str, ...] = ()) -> str:
