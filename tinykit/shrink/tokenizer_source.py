@@ -138,23 +138,12 @@ def _merge_added(tj: dict, entries: list[dict]) -> dict:
         if e["content"] in have:
             continue
         if e["content"] in vocab:  # a plain vocab token the config marks as special
-            tj.setdefault("added_tokens", []).append({**_added_entry(e), "id": vocab[e["content"]]})
+            tj.setdefault("added_tokens", []).append({**train.added_entry(e), "id": vocab[e["content"]]})
         elif e["id"] not in taken:
-            tj.setdefault("added_tokens", []).append({**_added_entry(e), "id": e["id"]})
+            tj.setdefault("added_tokens", []).append({**train.added_entry(e), "id": e["id"]})
             taken.add(e["id"])
         have.add(e["content"])
     return tj
-
-
-def _added_entry(e: dict) -> dict:
-    return {
-        "content": e["content"],
-        "single_word": e.get("single_word", False),
-        "lstrip": e.get("lstrip", False),
-        "rstrip": e.get("rstrip", False),
-        "normalized": e.get("normalized", False),
-        "special": e.get("special", True),
-    }
 
 
 def _is_tiktoken(path: Path) -> bool:

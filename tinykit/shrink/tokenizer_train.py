@@ -245,17 +245,19 @@ def append_added_tokens(tj: dict, entries: list[dict]) -> dict:
     for e in entries:
         if e["content"] in have:
             continue
-        tj.setdefault("added_tokens", []).append(
-            {
-                "id": next_id,
-                "content": e["content"],
-                "single_word": e.get("single_word", False),
-                "lstrip": e.get("lstrip", False),
-                "rstrip": e.get("rstrip", False),
-                "normalized": e.get("normalized", False),
-                "special": e.get("special", True),
-            }
-        )
+        tj.setdefault("added_tokens", []).append({"id": next_id, **added_entry(e)})
         have.add(e["content"])
         next_id += 1
     return tj
+
+
+def added_entry(e: dict) -> dict:
+    """A tokenizer.json `added_tokens` entry (without its id) for a token description `e`."""
+    return {
+        "content": e["content"],
+        "single_word": e.get("single_word", False),
+        "lstrip": e.get("lstrip", False),
+        "rstrip": e.get("rstrip", False),
+        "normalized": e.get("normalized", False),
+        "special": e.get("special", True),
+    }
