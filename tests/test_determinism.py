@@ -7,7 +7,6 @@ transformers; the checker must name exactly that module, and pass on the clean m
 
 from __future__ import annotations
 
-import os
 import pickle
 
 import determinism_cases as cases
@@ -43,8 +42,7 @@ def test_inprocess_names_the_injected_module(arch, case):
 
 # Each process-mode check starts 2 interpreters that import torch and transformers (~3 s each
 # on an idle machine), so the default run takes three cases; TINYKIT_RUN_SLOW=1 runs all ten.
-SLOW = [pytest.mark.tinykit_slow,
-        pytest.mark.skipif(os.environ.get("TINYKIT_RUN_SLOW") != "1", reason="TINYKIT_RUN_SLOW=1")]
+SLOW = [pytest.mark.tinykit_slow]  # the plugin skips these unless TINYKIT_RUN_SLOW=1
 PROCESS_FAST = [("llama", "clean"), ("llama", "atomics"), ("llama", "data")]
 PROCESS_ALL = [pytest.param(*key, marks=[] if key in PROCESS_FAST else SLOW) for key in cases.CASES]
 

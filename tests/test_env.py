@@ -19,8 +19,6 @@ from tinykit.env_redact import REDACTED, is_secret_name, scrub
 from tinykit.errors import UsageError
 
 REPO = Path(__file__).resolve().parents[1]
-SLOW = [pytest.mark.tinykit_slow,
-        pytest.mark.skipif(os.environ.get("TINYKIT_RUN_SLOW") != "1", reason="TINYKIT_RUN_SLOW=1")]
 
 SECRETS = {
     "HF_TOKEN": "hf_FakeTokenForTinykitTests0123456789",
@@ -190,8 +188,7 @@ def test_diff_of_something_that_is_not_a_bundle_exits_2(tmp_path, capsys, conten
     assert err.count("\n") == 1 and "tinykit env capture -o FILE" in err
 
 
-@SLOW[0]
-@SLOW[1]
+@pytest.mark.tinykit_slow  # the plugin skips it unless TINYKIT_RUN_SLOW=1
 def test_diff_of_two_venvs_names_the_transformers_version_first(tmp_path):
     import transformers
 
