@@ -4,7 +4,7 @@
 
 Builds a >= 200 MB parquet dataset in a temp dir (text rows of ~1 kB of random characters,
 uncompressed so the size is what it says; row groups of 1,000 rows, as `datasets` writes them),
-serves it with `tinykit.hub_server`, then in the same run:
+serves it with `tinykit.hub.server`, then in the same run:
 
 1. `make_tiny_dataset("bench/big", rows=100)`: bytes the Hub sent (ranged GETs);
 2. the baseline, `datasets.load_dataset("bench/big", split="train")` then `.select(range(100))`:
@@ -75,8 +75,8 @@ def main() -> int:
     args = parser.parse_args()
 
     from tinykit.dataset.build import make_tiny_dataset
-    from tinykit.hub import use_endpoint
-    from tinykit.hub_server import serve
+    from tinykit.hub.client import use_endpoint
+    from tinykit.hub.server import serve
 
     with tempfile.TemporaryDirectory(prefix="tinykit-bench-") as tmp:
         root = Path(tmp)

@@ -27,8 +27,8 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 import determinism_cases as cases  # noqa: E402
 
-from tinykit.determinism import check_determinism  # noqa: E402
-from tinykit.seed import seed_everything  # noqa: E402
+from tinykit.repro.determinism import check_determinism  # noqa: E402
+from tinykit.repro.seed import seed_everything  # noqa: E402
 
 
 def cpu_seconds() -> float:
@@ -59,7 +59,7 @@ def plain_inprocess(step) -> None:
 
 
 def plain_processes(name: str) -> None:
-    code = ("from tinykit.seed import seed_everything; import determinism_cases as c; "
+    code = ("from tinykit.repro.seed import seed_everything; import determinism_cases as c; "
             f"seed_everything(0); c.{name}()")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     procs = [subprocess.Popen([sys.executable, "-c", code], env=env) for _ in range(2)]

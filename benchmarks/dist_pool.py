@@ -32,7 +32,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from tinykit.dist import assert_equal_on_all_ranks
+from tinykit.distributed import assert_equal_on_all_ranks
 
 
 @pytest.mark.tinykit_dist(world_size=2)

@@ -7,7 +7,7 @@ the import):
   cold build   Cache.build into an empty cache: make_tiny + write + rename (target <= 1 s)
   warm disk    the tiny_model factory in a new session: cache hit on disk + load (<= 50 ms)
   warm memory  the tiny_model factory again in the same session: a private deep copy (<= 50 ms)
-  hub cold     Cls.from_pretrained("tiny/<name>") served by tinykit.hub_server over 127.0.0.1,
+  hub cold     Cls.from_pretrained("tiny/<name>") served by tinykit.hub.server over 127.0.0.1,
                empty Hub download cache (the baseline the issue names)
   hub warm     the same from_pretrained again, Hub download cache warm
 Each figure is the median of 5 runs (cold build: 3 runs, each into a new empty cache).
@@ -26,10 +26,10 @@ sys.path.insert(0, str(REPO))
 
 import transformers  # noqa: E402  (imported before timing: no column pays for it)
 
-from tinykit import fixture_specs  # noqa: E402
-from tinykit.cache import Cache  # noqa: E402
-from tinykit.hub import use_endpoint  # noqa: E402
-from tinykit.hub_server import HubServer  # noqa: E402
+from tinykit.artifacts import named as fixture_specs  # noqa: E402
+from tinykit.artifacts.cache import Cache  # noqa: E402
+from tinykit.hub.client import use_endpoint  # noqa: E402
+from tinykit.hub.server import HubServer  # noqa: E402
 from tinykit.pytest_plugin.fixtures import _factory, load_model  # noqa: E402
 
 RUNS = 5

@@ -63,7 +63,7 @@ def main() -> None:
 
     logging.set_verbosity_error()
     logging.disable_progress_bar()
-    from tinykit.shrink.build import build
+    from tinykit.model.build import build
 
     folders = sorted(p.parent for p in HUB_FILES.glob("*/*/config.json") if "chatglm" not in str(p))
     with tempfile.TemporaryDirectory() as tmp:

@@ -65,7 +65,7 @@ def main() -> None:
     args = parser.parse_args()
     from transformers import AutoTokenizer
 
-    from tinykit.shrink.tokenizer import shrink_tokenizer
+    from tinykit.tokenizer.build import shrink_tokenizer
 
     AutoTokenizer.from_pretrained(HUB_FILES / SOURCES[-1])  # warm the imports once
     print(

@@ -183,7 +183,7 @@ def llama_backward() -> None:
 
 def llama_data_probed() -> None:
     """The data case, with the batch recorded by a probe: the probe is named instead."""
-    from tinykit.determinism import probe
+    from tinykit.repro.determinism import probe
 
     model = tiny_llama()
     for batch in _batches(shuffle_unseeded=True):

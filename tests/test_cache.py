@@ -1,4 +1,4 @@
-"""tinykit.cache: content keys, one build per key across processes, atomic folders, ls/clear."""
+"""tinykit.artifacts.cache: content keys, one build per key across processes, atomic folders, ls/clear."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import torch
 import transformers
 
 import tinykit
-from tinykit import cache as tk_cache
-from tinykit.cache import META_FILE, Cache, package_versions
+from tinykit.artifacts import cache as tk_cache
+from tinykit.artifacts.cache import META_FILE, Cache, package_versions
 from tinykit.cli import main
 from tinykit.errors import UsageError
 
@@ -87,7 +87,7 @@ def test_a_failed_build_leaves_nothing_behind(tmp_path):
 
 CONCURRENT_BUILD = """
 import sys, time
-from tinykit.cache import Cache
+from tinykit.artifacts.cache import Cache
 def build(out):
     time.sleep(0.5)  # long enough for the other process to reach the lock
     (out / "weights.bin").write_bytes(b"abc")

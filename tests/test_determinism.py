@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from torch import nn
 
 from tinykit.cli import main
-from tinykit.determinism import DeterminismReport, check_determinism, compare, record_run
 from tinykit.errors import NondeterminismError, UsageError
+from tinykit.repro.determinism import DeterminismReport, check_determinism, compare, record_run
 
 IDS = [f"{arch}-{case}" for arch, case in cases.CASES]
 

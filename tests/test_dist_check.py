@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tinykit.cli import main
-from tinykit.dist.ports import RANGE_END, RANGE_START, SLICE, free_port, port_is_free
+from tinykit.distributed.ports import RANGE_END, RANGE_START, SLICE, free_port, port_is_free
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -1,4 +1,4 @@
-"""tinykit.dist launcher and pool: real gloo ranks on CPU, real failures, hangs and processes."""
+"""tinykit.distributed launcher and pool: real gloo ranks on CPU, real failures, hangs and processes."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from tinykit.dist import (
+from tinykit.distributed import (
     PoolRegistry,
     assert_equal_on_all_ranks,
     print_rank,
@@ -20,7 +20,7 @@ from tinykit.dist import (
     resolve_backend,
     run_distributed,
 )
-from tinykit.dist.pool import POOL_TAG_VAR
+from tinykit.distributed.pool import POOL_TAG_VAR
 from tinykit.errors import CheckFailed, DeviceUnavailableError, DistributedTestFailed, UsageError
 
 GLOBAL_BATCH, SEQ = 8, 6
@@ -300,7 +300,7 @@ def test_busy_ranks_exit_when_the_pytest_process_is_killed(tmp_path):
         "import os, pathlib, signal, sys, threading, time\n"
         "sys.path.insert(0, sys.argv[1])\n"
         "import test_dist_launch as t\n"
-        "from tinykit.dist import PoolRegistry, run_distributed\n"
+        "from tinykit.distributed import PoolRegistry, run_distributed\n"
         "pid_dir = pathlib.Path(sys.argv[2])\n"
         "job = dict(args=(pid_dir,), registry=PoolRegistry())\n"
         "threading.Thread(target=run_distributed, args=(t.busy_forever,), kwargs=job,\n"

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 from tests.conftest import REPO
-from tinykit.cache import Cache
+from tinykit.artifacts.cache import Cache
 
 DOWNSTREAM = REPO / "tests" / "downstream"
 

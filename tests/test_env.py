@@ -14,9 +14,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tinykit.cli import main
-from tinykit.env import capture, diff, to_json
-from tinykit.env_redact import REDACTED, is_secret_name, scrub
 from tinykit.errors import UsageError
+from tinykit.repro.env import capture, diff, to_json
+from tinykit.repro.redact import REDACTED, is_secret_name, scrub
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -12,8 +12,8 @@ import pytest
 import transformers
 
 from tests.conftest import REPO
-from tinykit import fixture_specs
-from tinykit.cache import Cache
+from tinykit.artifacts import named as fixture_specs
+from tinykit.artifacts.cache import Cache
 from tinykit.cli import main
 from tinykit.errors import FixtureDrift, UsageError
 

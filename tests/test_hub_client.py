@@ -1,4 +1,4 @@
-"""tinykit.hub: download_source never fetches weights, push_folder publishes, every Hub failure
+"""tinykit.hub.client: download_source never fetches weights, push_folder publishes, every Hub failure
 becomes one tinykit error. All against the loopback Hub (the public Hub is unreachable here)."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tinykit.errors import HubError, OfflineCacheMiss, UsageError
-from tinykit.hub import download_source, push_folder, use_endpoint
-from tinykit.hub_server import is_weight_file
+from tinykit.hub.client import download_source, push_folder, use_endpoint
+from tinykit.hub.server import is_weight_file
 
 LLAMA = "meta-llama/Llama-2-7b-hf"
 WEIGHTS = ["model.safetensors", "pytorch_model.bin", "model.safetensors.index.json", "tf_model.h5"]
@@ -180,7 +180,7 @@ def test_unreachable_hub_is_a_hub_error(tmp_path):
 _OFFLINE = """
 import sys
 from tinykit.errors import TinykitError
-from tinykit.hub import download_source
+from tinykit.hub.client import download_source
 try:
     folder, sha = download_source(sys.argv[1])
     print("OK", sha, sorted(p.name for p in folder.iterdir()))

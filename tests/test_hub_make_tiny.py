@@ -15,9 +15,9 @@ from _hub_files import CONFIGS, NATIVE, REMOTE_ONLY, repo_id
 from conftest import HUB_FILES, REPO
 
 from tinykit.errors import UnsupportedModelError
-from tinykit.hub import download_source, push_folder, use_endpoint
-from tinykit.hub_server import serve
-from tinykit.shrink.build import build
+from tinykit.hub.client import download_source, push_folder, use_endpoint
+from tinykit.hub.server import serve
+from tinykit.model.build import build
 
 SOURCE_ONLY = ("command", "source")  # manifest keys that name the source, so differ by design
 

@@ -16,7 +16,7 @@ from huggingface_hub import errors as hf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tinykit.hub_server import HubServer, serve
+from tinykit.hub.server import HubServer, serve
 
 _PROPERTY_SETTINGS = dict(
     max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]

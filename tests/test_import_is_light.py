@@ -33,7 +33,7 @@ def test_cli_help_loads_no_heavy_library():
 def test_plugin_modules_load_no_heavy_library():
     code = (
         "import sys, tinykit.pytest_plugin.fixtures, tinykit.pytest_plugin.snapshot, "
-        "tinykit.testing, tinykit.cache; "
+        "tinykit.testing, tinykit.artifacts.cache; "
         f"print(sorted({HEAVY!r} & set(sys.modules)))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

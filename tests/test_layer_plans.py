@@ -8,8 +8,8 @@ import pytest
 from conftest import HUB_FILES
 
 from tinykit.errors import ShrinkConstraintError
-from tinykit.shrink.config import shrink_config
-from tinykit.shrink.spec import ShrinkSpec
+from tinykit.model.config import shrink_config
+from tinykit.model.spec import ShrinkSpec
 
 
 def shrink(name, **spec):

@@ -10,10 +10,10 @@ from conftest import HUB_FILES
 
 import tinykit
 from tinykit.errors import UnsupportedModelError
-from tinykit.shrink.build import build
-from tinykit.shrink.config import shrink_config
-from tinykit.shrink.spec import ShrinkSpec
-from tinykit.shrink.verify import block_types
+from tinykit.model.build import build
+from tinykit.model.config import shrink_config
+from tinykit.model.spec import ShrinkSpec
+from tinykit.model.verify import block_types
 
 
 def source_block_types(folder) -> dict[str, list[str]]:

@@ -9,7 +9,7 @@ import pytest
 from conftest import HUB_FILES
 
 import tinykit
-from tinykit.shrink.build import build
+from tinykit.model.build import build
 
 
 @pytest.mark.parametrize("source", ["qwen3_moe", str(HUB_FILES / "google/gemma-3-4b-it")])

@@ -16,7 +16,7 @@ from torch.utils.data import DataLoader, Dataset
 
 import tinykit
 from tinykit.errors import DeviceUnavailableError, UsageError
-from tinykit.seed import (
+from tinykit.repro.seed import (
     capture_rng_state,
     check_cuda_order,
     dataloader_kwargs,
@@ -58,7 +58,7 @@ def test_different_seeds_give_different_draws():
 
 def test_the_top_level_name_is_the_same_function():
     assert tinykit.seed_everything is seed_everything
-    assert tinykit.seed.dataloader_kwargs is dataloader_kwargs
+    assert tinykit.repro.seed.dataloader_kwargs is dataloader_kwargs
 
 
 def test_no_seed_picks_one_logs_it_and_it_reproduces(caplog, restore_determinism):

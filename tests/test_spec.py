@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tinykit.errors import ShrinkConstraintError, TinykitError
-from tinykit.shrink.build import build
-from tinykit.shrink.spec import ShrinkSpec
+from tinykit.model.build import build
+from tinykit.model.spec import ShrinkSpec
 
 
 @pytest.mark.parametrize(

@@ -8,8 +8,8 @@ import pytest
 from tokenizer_sources import HUB_VOCAB_SOURCES, assert_tiny, hub
 
 from tinykit.errors import ShrinkConstraintError, UnsupportedModelError, UsageError
-from tinykit.shrink.tokenizer import shrink_tokenizer
-from tinykit.shrink.tokenizer_check import CONVERSATION, check_tokenizer
+from tinykit.tokenizer.build import shrink_tokenizer
+from tinykit.tokenizer.check import CONVERSATION, check_tokenizer
 
 
 def _source_added(folder):
@@ -96,7 +96,7 @@ def test_post_processor_ids_follow_the_remap(tmp_path):
 def test_old_string_merges_and_new_pair_merges_shrink_the_same():
     from tokenizers import Tokenizer
 
-    from tinykit.shrink.tokenizer_json import shrink_json
+    from tinykit.tokenizer.edit import shrink_json
 
     path = hub("openai-community/gpt2-xl") / "tokenizer.json"
     old_format = json.loads(path.read_text())

@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from tokenizer_sources import assert_tiny, hub
 
 from tinykit.errors import UnsupportedModelError, UsageError
-from tinykit.shrink.tokenizer import shrink_tokenizer
-from tinykit.shrink.tokenizer_check import ASCII_PROBE, check_tokenizer
-from tinykit.shrink.tokenizer_files import LLAMA3_PATTERN
+from tinykit.tokenizer.build import shrink_tokenizer
+from tinykit.tokenizer.check import ASCII_PROBE, check_tokenizer
+from tinykit.tokenizer.files import LLAMA3_PATTERN
 
 LLAMA3_SPECIALS = [
     "<|begin_of_text|>",

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tokenizer_sources import hub
 
-from tinykit.shrink.tokenizer_json import (
+from tinykit.tokenizer.edit import (
     model_vocab,
     processor_tokens,
     shrink_json,

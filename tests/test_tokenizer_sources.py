@@ -7,8 +7,8 @@ import json
 import pytest
 from tokenizer_sources import HUB_CONFIG_ONLY, PYPI_SOURCES, assert_tiny, hub, pypi_source
 
-from tinykit.shrink.tokenizer import has_tokenizer_files, shrink_tokenizer
-from tinykit.shrink.tokenizer_check import check_tokenizer
+from tinykit.tokenizer.build import has_tokenizer_files, shrink_tokenizer
+from tinykit.tokenizer.check import check_tokenizer
 
 
 @pytest.mark.parametrize("name", sorted(PYPI_SOURCES))

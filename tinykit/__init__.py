@@ -13,20 +13,20 @@ __version__ = "0.1.0"
 
 # public name -> module that defines it
 _LAZY = {
-    "HubServer": "tinykit.hub_server",
-    "check_determinism": "tinykit.determinism",
+    "HubServer": "tinykit.hub.server",
+    "check_determinism": "tinykit.repro.determinism",
     "make_synthetic_dataset": "tinykit.dataset.synthetic",
-    "make_tiny": "tinykit.shrink.build",
+    "make_tiny": "tinykit.model.build",
     "make_tiny_dataset": "tinykit.dataset.build",
-    "make_tiny_tokenizer": "tinykit.shrink.tokenizer",
-    "run_distributed": "tinykit.dist.launch",
-    "seed_everything": "tinykit.seed",
-    "verify": "tinykit.shrink.verify",
-    "ShrinkSpec": "tinykit.shrink.spec",
+    "make_tiny_tokenizer": "tinykit.tokenizer.build",
+    "run_distributed": "tinykit.distributed.launch",
+    "seed_everything": "tinykit.repro.seed",
+    "verify": "tinykit.model.verify",
+    "ShrinkSpec": "tinykit.model.spec",
 }
 
 # public submodules reachable as attributes: tinykit.env.capture(), tinykit.seed.dataloader_kwargs()
-_MODULES = ("env", "errors", "seed")
+_MODULES = {"env": "tinykit.repro.env", "errors": "tinykit.errors", "seed": "tinykit.repro.seed"}
 
 __all__ = [  # every name of _LAZY and _MODULES (tests/test_import_is_light.py checks they load)
     "HubServer",
@@ -46,17 +46,18 @@ __all__ = [  # every name of _LAZY and _MODULES (tests/test_import_is_light.py c
 ]
 
 if TYPE_CHECKING:
-    from tinykit import env, seed
+    from tinykit import errors
     from tinykit.dataset.build import make_tiny_dataset
     from tinykit.dataset.synthetic import make_synthetic_dataset
-    from tinykit.determinism import check_determinism
-    from tinykit.dist.launch import run_distributed
-    from tinykit.hub_server import HubServer
-    from tinykit.seed import seed_everything
-    from tinykit.shrink.build import make_tiny
-    from tinykit.shrink.spec import ShrinkSpec
-    from tinykit.shrink.tokenizer import make_tiny_tokenizer
-    from tinykit.shrink.verify import verify
+    from tinykit.distributed.launch import run_distributed
+    from tinykit.hub.server import HubServer
+    from tinykit.model.build import make_tiny
+    from tinykit.model.spec import ShrinkSpec
+    from tinykit.model.verify import verify
+    from tinykit.repro import env, seed
+    from tinykit.repro.determinism import check_determinism
+    from tinykit.repro.seed import seed_everything
+    from tinykit.tokenizer.build import make_tiny_tokenizer
 
 
 def __getattr__(name: str) -> Any:
@@ -65,7 +66,7 @@ def __getattr__(name: str) -> Any:
         globals()[name] = value
         return value
     if name in _MODULES:
-        return importlib.import_module(f"tinykit.{name}")
+        return importlib.import_module(_MODULES[name])
     raise AttributeError(f"module 'tinykit' has no attribute {name!r}")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from tests.conftest import HUB_FILES
-from tinykit.cache import Cache
+from tinykit.artifacts.cache import Cache
 
 DATASET_TESTS = """
 import pytest

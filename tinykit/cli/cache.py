@@ -1,4 +1,4 @@
-"""`tinykit cache ls|clear`: list or delete the cached tiny artifacts (tinykit.cache)."""
+"""`tinykit cache ls|clear`: list or delete the cached tiny artifacts (tinykit.artifacts.cache)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 import time
 
-from tinykit import cache
+from tinykit.artifacts import cache
 from tinykit.cli import emit
 
 

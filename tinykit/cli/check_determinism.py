@@ -36,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tinykit.determinism import check_determinism
+    from tinykit.repro.determinism import check_determinism
 
     report = check_determinism(args.fn, runs=args.runs, mode=args.mode, atol=args.atol,
                                seed=args.seed, deterministic=args.deterministic)

@@ -22,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tinykit.shrink.coverage import sweep
+    from tinykit.model.coverage import sweep
 
     rows = []
     for row in sweep(args.model_types or None):

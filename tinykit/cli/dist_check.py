@@ -32,7 +32,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tinykit.dist.check import check_locally, check_rank, format_report, launched_by_torchrun
+    from tinykit.distributed.check import (
+        check_locally,
+        check_rank,
+        format_report,
+        launched_by_torchrun,
+    )
 
     if launched_by_torchrun():
         report = check_rank(args.backend, args.timeout)

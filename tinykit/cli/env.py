@@ -34,7 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_capture(args: argparse.Namespace) -> int:
-    from tinykit.env import capture, to_json
+    from tinykit.repro.env import capture, to_json
 
     bundle = capture(args.output, all_env=args.all_env)
     if args.output:
@@ -46,7 +46,7 @@ def run_capture(args: argparse.Namespace) -> int:
 
 
 def run_diff(args: argparse.Namespace) -> int:
-    from tinykit.env import diff
+    from tinykit.repro.env import diff
 
     result = diff(args.a, args.b)
     emit(dataclasses.asdict(result), args.json, result.render())

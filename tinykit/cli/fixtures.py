@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from tinykit import fixture_specs
-from tinykit.cache import Cache
+from tinykit.artifacts import named as fixture_specs
+from tinykit.artifacts.cache import Cache
 from tinykit.cli import emit
 
 

@@ -37,8 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run_serve(args: argparse.Namespace) -> int:
     from tinykit.cli import emit
-    from tinykit.hub import CLIENT_ENV
-    from tinykit.hub_server import serve
+    from tinykit.hub.client import CLIENT_ENV
+    from tinykit.hub.server import serve
 
     def show(record: object) -> None:
         print(record, file=sys.stderr, flush=True)

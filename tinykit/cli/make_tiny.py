@@ -1,4 +1,4 @@
-"""`tinykit make-tiny SOURCE`: build a tiny random model (adapter over tinykit.shrink.build)."""
+"""`tinykit make-tiny SOURCE`: build a tiny random model (adapter over tinykit.model.build)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def _layers(value: str) -> int | str:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from tinykit.shrink.spec import ShrinkSpec
+    from tinykit.model.spec import ShrinkSpec
 
     p = sub.add_parser(
         "make-tiny",
@@ -86,8 +86,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tinykit.shrink.build import build
-    from tinykit.shrink.spec import ShrinkSpec
+    from tinykit.model.build import build
+    from tinykit.model.spec import ShrinkSpec
 
     spec = {f.name: getattr(args, f.name) for f in dataclasses.fields(ShrinkSpec)}
     result = build(

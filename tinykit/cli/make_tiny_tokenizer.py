@@ -28,7 +28,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from tinykit.shrink.tokenizer import make_tiny_tokenizer
+    from tinykit.tokenizer.build import make_tiny_tokenizer
 
     out = make_tiny_tokenizer(
         args.source, vocab=args.vocab, out=args.out, force=args.force, method=args.method

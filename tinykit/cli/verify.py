@@ -20,7 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tinykit.shrink.verify import verify
+    from tinykit.model.verify import verify
 
     r = verify(args.path)
     kinds = sum(len(v) for v in r.block_types.values())

@@ -99,7 +99,7 @@ def _local_files(paths: list[Path], spec: str) -> Source:
 def _hub_sha(repo_id: str, revision: str | None) -> str:
     from huggingface_hub import HfApi
 
-    from tinykit.hub import hub_errors
+    from tinykit.hub.client import hub_errors
 
     with hub_errors(repo_id, revision):
         return HfApi().dataset_info(repo_id, revision=revision).sha
@@ -118,7 +118,7 @@ def license_of(src: Source) -> str | None:
         from huggingface_hub import hf_hub_download
         from huggingface_hub.errors import EntryNotFoundError
 
-        from tinykit.hub import hub_errors
+        from tinykit.hub.client import hub_errors
 
         try:
             with hub_errors(src.spec, src.revision):

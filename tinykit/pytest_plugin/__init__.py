@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from tinykit.seed import seed_loaded
+from tinykit.repro.seed import seed_loaded
 
 SEED = pytest.StashKey[int]()
 SEED_EXPLICIT = pytest.StashKey[bool]()

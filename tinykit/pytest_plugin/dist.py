@@ -56,7 +56,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def _registry(config: pytest.Config) -> Any:
     if _REGISTRY not in config.stash:
-        from tinykit.dist.pool import PoolRegistry
+        from tinykit.distributed.pool import PoolRegistry
 
         config.stash[_REGISTRY] = PoolRegistry()
     return config.stash[_REGISTRY]
@@ -97,7 +97,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     """Skip before fixtures are built when the backend cannot run here."""
     if item.get_closest_marker(MARKER) is None:
         return
-    from tinykit.dist.launch import resolve_backend
+    from tinykit.distributed.launch import resolve_backend
     from tinykit.errors import DeviceUnavailableError
 
     kwargs = _marker_kwargs(item)
@@ -111,7 +111,7 @@ def _run(config: pytest.Config, fn: Callable[..., Any], *, world_size: int = 2,
          backend: str = "auto", timeout: float | None = None, fresh: bool = False,
          env: dict[str, str] | None = None, args: tuple[Any, ...] = (),
          kwargs: dict[str, Any] | None = None, name: str | None = None) -> list[Any]:
-    from tinykit.dist.launch import run_distributed
+    from tinykit.distributed.launch import run_distributed
     from tinykit.errors import DistributedTestFailed
 
     __tracebackhide__ = True  # the message already holds the ranks' tracebacks
@@ -159,7 +159,7 @@ def dist_launch(request: pytest.FixtureRequest) -> Callable[..., list[Any]]:
     def launch(fn: Callable[..., Any], *args: Any, world_size: int = 2, backend: str = "auto",
                timeout: float | None = None, fresh: bool = False,
                env: dict[str, str] | None = None, **kwargs: Any) -> list[Any]:
-        from tinykit.dist.launch import resolve_backend
+        from tinykit.distributed.launch import resolve_backend
         from tinykit.errors import DeviceUnavailableError
 
         __tracebackhide__ = True
@@ -176,6 +176,6 @@ def dist_launch(request: pytest.FixtureRequest) -> Callable[..., list[Any]]:
 @pytest.fixture
 def dist_env() -> Any:
     """This rank's RANK / LOCAL_RANK / WORLD_SIZE / device, read inside the rank (a RankInfo)."""
-    from tinykit.dist.helpers import RankInfo
+    from tinykit.distributed.helpers import RankInfo
 
     return RankInfo()

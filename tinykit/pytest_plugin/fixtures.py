@@ -1,6 +1,6 @@
 """Fixtures over the public API: cached tiny models, tokenizers and datasets; seed; device.
 
-Each artifact is built once per cache key (see tinykit.cache) on disk, shared by all xdist
+Each artifact is built once per cache key (see tinykit.artifacts.cache) on disk, shared by all xdist
 workers and later sessions, and loaded once per session into memory. ``tiny_model`` hands
 every test its own deep copy, so a test that trains the model cannot leak into another.
 
@@ -17,9 +17,9 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from tinykit.cache import Cache
+from tinykit.artifacts.cache import Cache
+from tinykit.artifacts.named import FixtureSpec, build_one, load_specs
 from tinykit.errors import UsageError
-from tinykit.fixture_specs import FixtureSpec, build_one, load_specs
 
 
 class TinyModel(NamedTuple):

@@ -7,7 +7,7 @@
 
 Each test gets an empty view (no repos, faults or gates, an empty request log) and a fresh Hub
 download cache, so no cache hit hides a request. Clients imported before the fixture started
-are repointed in-process (`tinykit.hub.use_endpoint`), and subprocesses inherit HF_ENDPOINT.
+are repointed in-process (`tinykit.hub.client.use_endpoint`), and subprocesses inherit HF_ENDPOINT.
 Nothing heavy is imported until a test asks for the fixture.
 """
 
@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from tinykit.hub_server import HubServer
+    from tinykit.hub.server import HubServer
 
 
 @pytest.fixture(scope="session")
 def tiny_hub_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubServer]:
     """The session's loopback Hub server; tests use the per-test view `tiny_hub`."""
-    from tinykit.hub_server import HubServer
+    from tinykit.hub.server import HubServer
 
     with HubServer(tmp_path_factory.mktemp("tiny-hub-root")) as server:
         yield server
@@ -40,7 +40,7 @@ def tiny_hub(
     Switches for error paths: `gate(repo_id)`, `hide(repo_id[, path])`, `fail(glob, status=)`,
     `slow(seconds, glob)`. Pushes land in a per-test folder, never in a served source folder.
     """
-    from tinykit.hub import use_endpoint
+    from tinykit.hub.client import use_endpoint
 
     base = tmp_path_factory.mktemp("tiny-hub")
     (base / "repos").mkdir()

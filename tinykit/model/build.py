@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tinykit.errors import TinyArtifactInvalid, UnsupportedModelError, UsageError
-from tinykit.shrink import provenance
-from tinykit.shrink.config import ShrunkConfig, remap_token_ids, shrink_config
-from tinykit.shrink.source import Source, resolve
-from tinykit.shrink.spec import ShrinkSpec
+from tinykit.model import provenance
+from tinykit.model.config import ShrunkConfig, remap_token_ids, shrink_config
+from tinykit.model.spec import ShrinkSpec
+from tinykit.source import Source, resolve
 
 if TYPE_CHECKING:
-    from tinykit.shrink.tokenizer import TinyTokenizer
+    from tinykit.tokenizer.build import TinyTokenizer
 
 # Auto classes tried, in order, for a bare model_type (or architectures transformers lacks).
 TASK_MAPPINGS = (
@@ -142,7 +142,7 @@ def build(
     result.files = provenance.file_table(target)
     result.bytes = sum(f["bytes"] for f in result.files.values())
     if push_to_hub:
-        from tinykit import hub
+        from tinykit.hub import client as hub
 
         result.pushed = hub.push_folder(target, push_to_hub)
     result.seconds = time.perf_counter() - started
@@ -232,7 +232,7 @@ def _make_tokenizer(src: Source, spec: ShrinkSpec, out: Path) -> TinyTokenizer |
     (a bare model_type, or a folder without vocabulary files). Models without text input get none."""
     if spec.mode != "tiny":
         return None
-    from tinykit.shrink.tokenizer import shrink_tokenizer, tokenizer_folder
+    from tinykit.tokenizer.build import shrink_tokenizer, tokenizer_folder
 
     folder = tokenizer_folder(src.folder)
     if folder is None and not _takes_text(src):
@@ -249,7 +249,7 @@ def _make_tokenizer(src: Source, spec: ShrinkSpec, out: Path) -> TinyTokenizer |
 
 def _takes_text(src: Source) -> bool:
     """Whether the model reads token ids: its config (or a sub-config) has a vocabulary."""
-    from tinykit.shrink.config import load_config
+    from tinykit.model.config import load_config
 
     config = load_config(src.config) if "auto_map" not in src.config else None
     return (

@@ -10,7 +10,7 @@ import json
 from collections import Counter
 
 from tinykit.errors import UnsupportedModelError
-from tinykit.shrink.tokenizer_json import BYTE_FALLBACK_PIECES, _remap_processor
+from tinykit.tokenizer.edit import BYTE_FALLBACK_PIECES, _remap_processor
 
 # A small fixed corpus: same input, same tokenizer, every run.
 CORPUS = (

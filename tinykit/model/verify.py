@@ -195,8 +195,8 @@ def _tokenizer(model: Any, folder: Path, inputs: dict, report: VerifyReport) -> 
     import torch
     from transformers import AutoTokenizer
 
-    from tinykit.shrink.tokenizer_check import PROBE, check_tokenizer
-    from tinykit.shrink.tokenizer_source import has_tokenizer_files
+    from tinykit.tokenizer.check import PROBE, check_tokenizer
+    from tinykit.tokenizer.source import has_tokenizer_files
 
     if not has_tokenizer_files(folder):
         return

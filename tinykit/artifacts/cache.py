@@ -68,7 +68,7 @@ def package_versions(names: tuple[str, ...] = KEYED_PACKAGES) -> dict[str, str]:
 def tinykit_source_digest() -> str:
     """sha256 of tinykit's own code and recipes: a development checkout changes without a new
     version number, and a stale cached build must not outlive the code that made it."""
-    package = Path(__file__).resolve().parent
+    package = Path(__file__).resolve().parents[1]
     h = hashlib.sha256()
     for folder, pattern in ((package, "**/*.py"), (package.parent / "recipes", "*.toml"),
                             (package / "recipes", "*.toml")):

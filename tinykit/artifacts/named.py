@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tinykit.cache import BUILDERS, Cache, file_hashes, package_versions
+from tinykit.artifacts.cache import BUILDERS, Cache, file_hashes, package_versions
 from tinykit.errors import FixtureDrift, UsageError
 
 LOCK_FILE = "lock.json"
@@ -32,8 +32,9 @@ LOCK_FILE = "lock.json"
 
 def default_folder() -> Path:
     """``tinykit/fixtures`` in an installed wheel, else ``fixtures/`` at the repository root."""
-    packaged = Path(__file__).parent / "fixtures"
-    return packaged if packaged.is_dir() else Path(__file__).resolve().parents[1] / "fixtures"
+    package = Path(__file__).resolve().parents[1]
+    packaged = package / "fixtures"
+    return packaged if packaged.is_dir() else package.parent / "fixtures"
 
 
 @dataclass(frozen=True)

@@ -65,7 +65,7 @@ def _require_group() -> Any:
     if not dist.is_initialized():
         raise UsageError(
             "No torch.distributed process group is initialised in this process. Call this from "
-            "code launched by tinykit.dist.run_distributed / @pytest.mark.tinykit_dist / torchrun "
+            "code launched by tinykit.distributed.run_distributed / @pytest.mark.tinykit_dist / torchrun "
             "after init_process_group()."
         )
     return dist

@@ -11,8 +11,8 @@ import unicodedata
 from pathlib import Path
 
 from tinykit.errors import UsageError
-from tinykit.shrink import tokenizer_files as files_fmt
-from tinykit.shrink import tokenizer_json as tjson
+from tinykit.tokenizer import edit as tjson
+from tinykit.tokenizer import files as files_fmt
 
 ASCII_PROBE = "Hello, World! The quick brown fox jumps over 13 lazy dogs in 2024: x = y + 7.5;"
 PROBE = ASCII_PROBE + " Café naïve résumé Ærøskøbing. Emoji 😀🚀 and CJK 中文分词测试 日本語."
@@ -41,7 +41,7 @@ def check_tokenizer(folder: Path, model_dir: Path | None = None) -> dict:
     """Check the tokenizer in `folder` (and, with `model_dir`, a forward pass of that model)."""
     from transformers import AutoTokenizer
 
-    from tinykit.shrink.tokenizer_source import has_tokenizer_files
+    from tinykit.tokenizer.source import has_tokenizer_files
 
     folder = Path(folder)
     if not has_tokenizer_files(folder):

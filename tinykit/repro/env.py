@@ -31,8 +31,8 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from tinykit import __version__
-from tinykit.env_redact import REDACTED, is_relevant_env, redact_env, scrub
 from tinykit.errors import UsageError
+from tinykit.repro.redact import REDACTED, is_relevant_env, redact_env, scrub
 
 __all__ = ["DiffEntry", "EnvDiff", "REDACTED", "capture", "diff", "load", "scrub", "to_json"]
 

@@ -2,7 +2,7 @@
 
 `shrink_tokenizer` reads the source's files (tokenizer.json; vocab.json + merges.txt; vocab.txt;
 a SentencePiece `.model`; a Llama-3 tiktoken `original/tokenizer.model`), shrinks the
-tokenizers JSON by structured editing (tinykit.shrink.tokenizer_json), mirrors the shrink into
+tokenizers JSON by structured editing (tinykit.tokenizer.edit), mirrors the shrink into
 the SentencePiece/tiktoken files it came with, and validates the result. When there is nothing
 to edit (a repo with only tokenizer_config.json, or a bare model_type) it trains a small
 tokenizer of the right class instead.
@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tinykit.errors import TinyArtifactInvalid, UsageError
-from tinykit.shrink import tokenizer_files as files_fmt
-from tinykit.shrink import tokenizer_json as tjson
-from tinykit.shrink.tokenizer_source import (
+from tinykit.tokenizer import edit as tjson
+from tinykit.tokenizer import files as files_fmt
+from tinykit.tokenizer.source import (
     Source,
     config_token_ids,
     essential_tokens,
@@ -121,7 +121,7 @@ def shrink_tokenizer(
 
 
 def _check(out: Path) -> dict:
-    from tinykit.shrink.tokenizer_check import check_tokenizer
+    from tinykit.tokenizer.check import check_tokenizer
 
     report = check_tokenizer(out)
     if not report["ok"]:
@@ -186,7 +186,7 @@ def make_tiny_tokenizer(
     config files only are downloaded) or a bare model_type (a tokenizer is trained for it).
     `out` defaults to ./tiny-<name>-tokenizer. Returns the output folder.
     """
-    from tinykit.shrink.source import resolve
+    from tinykit.source import resolve
 
     if Path(source).is_dir():  # a tokenizer folder needs no config.json
         src, model_type, name, revision = Path(source), None, Path(source).resolve().name, None

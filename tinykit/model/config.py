@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from tinykit.errors import ShrinkConstraintError, UnsupportedModelError
-from tinykit.shrink.layers import LayerPlan, plan_layers
-from tinykit.shrink.recipes import Recipe, recipe_for
-from tinykit.shrink.spec import ShrinkSpec
+from tinykit.model.layers import LayerPlan, plan_layers
+from tinykit.model.recipes import Recipe, recipe_for
+from tinykit.model.spec import ShrinkSpec
 
 
 @dataclass

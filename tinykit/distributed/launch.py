@@ -1,6 +1,6 @@
 """Run a function on N ranks with torch.distributed: gloo on CPU, NCCL when enough GPUs are visible.
 
-    >>> from tinykit.dist import run_distributed
+    >>> from tinykit.distributed import run_distributed
     >>> run_distributed(my_module.step, world_size=2, timeout=60)  # doctest: +SKIP
     [<rank 0 return value>, <rank 1 return value>]
 
@@ -17,8 +17,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tinykit.dist._worker import FunctionRef
-from tinykit.dist.pool import DEFAULT_REGISTRY, PoolRegistry, RankOutcome, RankPool
+from tinykit.distributed._worker import FunctionRef
+from tinykit.distributed.pool import DEFAULT_REGISTRY, PoolRegistry, RankOutcome, RankPool
 from tinykit.errors import DeviceUnavailableError, DistributedTestFailed, UsageError
 
 BACKENDS = ("auto", "gloo", "nccl")

@@ -44,8 +44,8 @@ def text_model_types() -> list[str]:
 
 def sweep(model_types: list[str] | None = None, **spec: Any) -> Iterator[CoverageRow]:
     """Build + verify each model type, yielding one row each; a failure is recorded, never raised."""
-    from tinykit.shrink.build import build
-    from tinykit.shrink.verify import verify
+    from tinykit.model.build import build
+    from tinykit.model.verify import verify
 
     with tempfile.TemporaryDirectory(prefix="tinykit-coverage-") as tmp:
         for model_type in model_types or text_model_types():
@@ -70,9 +70,9 @@ def _default_is_broken(model_type: str) -> bool:
     the type apart."""
     import torch
 
-    from tinykit.shrink.build import config_for, model_class
-    from tinykit.shrink.config import load_config
-    from tinykit.shrink.source import Source
+    from tinykit.model.build import config_for, model_class
+    from tinykit.model.config import load_config
+    from tinykit.source import Source
 
     try:
         config = load_config({"model_type": model_type})

@@ -14,23 +14,23 @@ from typing import TYPE_CHECKING, Any
 from tinykit import __version__
 
 if TYPE_CHECKING:
-    from tinykit.shrink.build import BuildResult
-    from tinykit.shrink.source import Source
-    from tinykit.shrink.spec import ShrinkSpec
+    from tinykit.model.build import BuildResult
+    from tinykit.model.spec import ShrinkSpec
+    from tinykit.source import Source
 
 MANIFEST = "tinykit.json"
 VERSIONED = ("transformers", "torch", "tokenizers", "safetensors", "huggingface_hub")
 
 
 def versions() -> dict[str, str]:
-    from tinykit.cache import package_versions
+    from tinykit.artifacts.cache import package_versions
 
     return {"tinykit": __version__, **package_versions(VERSIONED)}
 
 
 def rebuild_command(src: Source, spec: ShrinkSpec, recipes: tuple[str, ...] = ()) -> str:
     """The CLI call that rebuilds this artifact (options that differ from the defaults only)."""
-    from tinykit.shrink.spec import ShrinkSpec
+    from tinykit.model.spec import ShrinkSpec
 
     default = ShrinkSpec()
     parts = ["tinykit", "make-tiny", src.name]

@@ -1,6 +1,6 @@
 """A pool of rank processes that stays warm across tests, and its reliable teardown.
 
-Every rank is a fresh `python -m tinykit.dist._worker` (never a fork of pytest) in its own process
+Every rank is a fresh `python -m tinykit.distributed._worker` (never a fork of pytest) in its own process
 group, so one `killpg` removes the rank and anything it started. Importing torch (~1.8 s) happens
 once per worker; each job then only pays for `init_process_group` on a new TCPStore that the
 parent hosts on an OS-chosen port (TORCHELASTIC_USE_AGENT_STORE, as torchrun's agent does), so
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import tinykit
-from tinykit.dist._worker import END_MARK, STACK_SIGNAL
+from tinykit.distributed._worker import END_MARK, STACK_SIGNAL
 from tinykit.errors import SetupError
 
 # Same defaults torchrun uses for several ranks on one host, plus gloo pinned to loopback
@@ -104,7 +104,7 @@ class RankPool:
         env = {**os.environ, POOL_TAG_VAR: self.tag, "PYTHONUNBUFFERED": "1"}
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
         proc = subprocess.Popen(
-            [sys.executable, "-u", "-m", "tinykit.dist._worker", str(job_r), str(res_w),
+            [sys.executable, "-u", "-m", "tinykit.distributed._worker", str(job_r), str(res_w),
              str(stack_path)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             pass_fds=(job_r, res_w), start_new_session=True, env=env,
@@ -155,7 +155,7 @@ class RankPool:
                     raise SetupError(
                         f"Rank {r.rank} of a {self.world_size}-rank pool exited while starting "
                         f"(exit code {r.proc.wait()}). Its output:\n{self._tail(r.rank)}\n"
-                        "Check that `python -m tinykit.dist._worker` imports torch in this "
+                        "Check that `python -m tinykit.distributed._worker` imports torch in this "
                         "environment."
                     ) from None
             if waiting and time.monotonic() >= deadline:

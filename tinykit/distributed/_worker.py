@@ -1,4 +1,4 @@
-"""One rank process of a `RankPool`: `python -m tinykit.dist._worker JOB_FD RESULT_FD STACK_FILE`.
+"""One rank process of a `RankPool`: `python -m tinykit.distributed._worker JOB_FD RESULT_FD STACK_FILE`.
 
 It imports torch once, then runs jobs sent by the parent until the job pipe closes. Each job sets
 the rank's environment, initialises the process group, calls the function and destroys the group.
@@ -6,7 +6,7 @@ Protocol (pickled bytes over two pipes): the worker sends ("ready", pid) once, t
 per job. After each job it writes END_MARK on stdout and stderr so the parent can tell which output
 belongs to which job.
 
-This module is private: the parent side is `tinykit.dist.pool`.
+This module is private: the parent side is `tinykit.distributed.pool`.
 """
 
 from __future__ import annotations
@@ -186,7 +186,7 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     # Run the importable module's main, not __main__'s copy: pickled FunctionRefs name
-    # tinykit.dist._worker.FunctionRef, and isinstance() must see that class.
-    from tinykit.dist._worker import main as _main
+    # tinykit.distributed._worker.FunctionRef, and isinstance() must see that class.
+    from tinykit.distributed._worker import main as _main
 
     _main(sys.argv[1:])

@@ -12,11 +12,11 @@ from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
-from tinykit.hub_server.log import RequestRecord
-from tinykit.hub_server.store import URL_PREFIX, HubNotFound, Snapshot, is_lfs
+from tinykit.hub.server.log import RequestRecord
+from tinykit.hub.server.store import URL_PREFIX, HubNotFound, Snapshot, is_lfs
 
 if TYPE_CHECKING:
-    from tinykit.hub_server import HubServer
+    from tinykit.hub.server import HubServer
 
 _PLURAL = {"models": "model", "datasets": "dataset", "spaces": "space"}
 _PREFIX = {"datasets": "dataset", "spaces": "space"}

@@ -54,7 +54,7 @@ def resolve(
         )
     elif HUB_ID.match(text) and not path.exists():
         repo_id, _, at = text.partition("@")
-        from tinykit import hub
+        from tinykit.hub import client as hub
 
         folder, sha = hub.download_source(
             repo_id, revision or at or None, include_code=trust_remote_code

@@ -2,7 +2,7 @@
 
 Every layout becomes a tokenizer.json document: tokenizer.json as is; vocab.json + merges.txt,
 vocab.txt and SentencePiece `.model` files converted by transformers; a tiktoken rank file by
-tinykit.shrink.tokenizer_files; and a repo with only tokenizer_config.json by training a small
+tinykit.tokenizer.files; and a repo with only tokenizer_config.json by training a small
 tokenizer of the declared class. The special tokens to keep are gathered from tokenizer_config,
 special_tokens_map, the chat template, and config.json's token ids.
 """
@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tinykit.errors import UnsupportedModelError, UsageError
-from tinykit.shrink import tokenizer_files as files_fmt
-from tinykit.shrink import tokenizer_json as tjson
-from tinykit.shrink import tokenizer_train as train
+from tinykit.tokenizer import edit as tjson
+from tinykit.tokenizer import files as files_fmt
+from tinykit.tokenizer import train as train
 
 
 @dataclass

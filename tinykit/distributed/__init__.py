@@ -5,11 +5,16 @@ Nothing here imports torch until a function is called.
 
 from __future__ import annotations
 
-from tinykit.dist.check import check_locally, check_rank
-from tinykit.dist.helpers import RankInfo, assert_equal_on_all_ranks, print_rank, rank_zero_first
-from tinykit.dist.launch import resolve_backend, run_distributed
-from tinykit.dist.pool import PoolRegistry, RankPool
-from tinykit.dist.ports import free_port
+from tinykit.distributed.check import check_locally, check_rank
+from tinykit.distributed.helpers import (
+    RankInfo,
+    assert_equal_on_all_ranks,
+    print_rank,
+    rank_zero_first,
+)
+from tinykit.distributed.launch import resolve_backend, run_distributed
+from tinykit.distributed.pool import PoolRegistry, RankPool
+from tinykit.distributed.ports import free_port
 
 __all__ = [
     "PoolRegistry",

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tinykit.errors import HubError, OfflineCacheMiss, UsageError
-from tinykit.hub_server.log import WEIGHT_SUFFIXES
+from tinykit.hub.server.log import WEIGHT_SUFFIXES
 
 # What make-tiny needs from a model repo: configs, generation config, tokenizer, processor and
 # chat-template files. Anything else (weights above all) is never downloaded.

@@ -1,7 +1,7 @@
 """A loopback Hugging Face Hub: real HTTP on 127.0.0.1, serving plain folders to unchanged clients.
 
     # the tree holds <org>/<name>/<files> and datasets/<org>/<name>/<files>
-    with tinykit.hub_server.serve("path/to/tree") as hub:
+    with tinykit.hub.server.serve("path/to/tree") as hub:
         os.environ["HF_ENDPOINT"] = hub.endpoint  # for subprocesses; in-process: use_endpoint
         ...
         assert not hub.log.weight_files_requested()
@@ -21,9 +21,9 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 from tinykit.errors import UsageError
-from tinykit.hub_server.handler import HubHandler
-from tinykit.hub_server.log import Fault, FaultList, RequestLog, RequestRecord, is_weight_file
-from tinykit.hub_server.store import RepoStore
+from tinykit.hub.server.handler import HubHandler
+from tinykit.hub.server.log import Fault, FaultList, RequestLog, RequestRecord, is_weight_file
+from tinykit.hub.server.store import RepoStore
 
 __all__ = ["Fault", "HubServer", "RequestLog", "RequestRecord", "is_weight_file", "serve"]
 

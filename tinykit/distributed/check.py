@@ -64,7 +64,7 @@ def check_rank(backend: str = "auto", timeout: float = 60.0) -> dict[str, Any]:
     import torch
     import torch.distributed as dist
 
-    from tinykit.dist.launch import resolve_backend
+    from tinykit.distributed.launch import resolve_backend
 
     local_rank = int(os.environ["LOCAL_RANK"])
     if backend == "auto":
@@ -118,7 +118,7 @@ def _check_in_rank(backend: str, timeout: float) -> dict[str, Any]:
 
 def check_locally(nproc: int = 2, backend: str = "auto", timeout: float = 60.0) -> dict[str, Any]:
     """Start `nproc` local ranks (tinykit's launcher, no torchrun) and return rank 0's report."""
-    from tinykit.dist.launch import resolve_backend, run_distributed
+    from tinykit.distributed.launch import resolve_backend, run_distributed
 
     backend = resolve_backend(backend, nproc)
     results = run_distributed(

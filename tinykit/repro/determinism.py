@@ -1,14 +1,14 @@
 """`check_determinism`: run seeded code twice and name the first module that diverged.
 
-Each run is seeded with `tinykit.seed.seed_everything` and recorded by
-`tinykit.determinism_record.Recorder` (every module's forward inputs, outputs, own parameters and
+Each run is seeded with `tinykit.repro.seed.seed_everything` and recorded by
+`tinykit.numerics.record.Recorder` (every module's forward inputs, outputs, own parameters and
 output gradients). Two runs are compared record by record, in the order they happened. The root
 cause is the first record whose output differs while its inputs and parameters matched (the
 Megatron-LM method; pytorch/pytorch#101246 asks for exactly this). If there is none, the first
 record whose inputs or parameters already differ is reported: the data or the initialisation
 changed before any module ran.
 
-mode="process" runs each repetition in a fresh interpreter (`python -m tinykit.determinism`), so
+mode="process" runs each repetition in a fresh interpreter (`python -m tinykit.repro.determinism`), so
 state that survives inside one process (unseeded generators created at import, caches) cannot hide
 or fake a difference; `fn` must then be importable as "module:function" or "path/file.py:function".
 """
@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from tinykit.determinism_record import Record, Recorder, TensorSummary, probe
 from tinykit.errors import NondeterminismError, UsageError
+from tinykit.numerics.record import Record, Recorder, TensorSummary, probe
 
 __all__ = ["DeterminismReport", "FirstDiff", "check_determinism", "probe"]
 
@@ -130,7 +130,7 @@ def check_determinism(
 def record_run(fn: Callable[[], Any], seed: int, deterministic: bool, keep_values: bool
                ) -> tuple[list[Record], float]:
     """Seed, then run `fn` once under a `Recorder`; returns the records and the seconds taken."""
-    from tinykit.seed import seed_everything
+    from tinykit.repro.seed import seed_everything
 
     seed_everything(seed, deterministic=deterministic)
     start = time.perf_counter()
@@ -203,8 +203,8 @@ def _first_divergence(a: list[Record], b: list[Record], run: int) -> FirstDiff |
                          f"the {what} of '{ra.module}' (call {ra.call}) already differ before it "
                          f"ran, and no module before it diverged{stats}. "
                          + ("The data fed to the model changed (order or content): seed the data "
-                            "loader with tinykit.seed.dataloader_kwargs(seed), or call "
-                            "tinykit.determinism.probe('batch', batch) to record it."
+                            "loader with tinykit.repro.seed.dataloader_kwargs(seed), or call "
+                            "tinykit.repro.determinism.probe('batch', batch) to record it."
                             if kind == "input" else
                             "The parameters were initialised or updated differently: build the "
                             "model after seeding, and check the optimizer step."))
@@ -319,7 +319,7 @@ def _run_in_processes(ref: str, runs: int, seed: int, deterministic: bool, keep_
         outs = [Path(tmp) / f"run{i}.pkl" for i in range(runs)]
         procs = [
             subprocess.Popen(
-                [sys.executable, "-m", "tinykit.determinism", ref, str(seed),
+                [sys.executable, "-m", "tinykit.repro.determinism", ref, str(seed),
                  str(int(deterministic)), str(int(keep_values)), str(out)],
                 env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
             )

@@ -1,1 +1,0 @@
-"""Build tiny artifacts: configs and random-weight models (tokenizers and datasets live beside)."""
