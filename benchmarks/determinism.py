@@ -48,8 +48,10 @@ def interleaved(check, baseline, reps: int) -> tuple[tuple[float, float], tuple[
     """Median (wall, cpu) of check and of baseline, alternating so both see the same load."""
     pairs = [(measure(check), measure(baseline)) for _ in range(reps)]
     med = statistics.median
-    return ((med(c[0] for c, _ in pairs), med(c[1] for c, _ in pairs)),
-            (med(b[0] for _, b in pairs), med(b[1] for _, b in pairs)))
+    return (
+        (med(c[0] for c, _ in pairs), med(c[1] for c, _ in pairs)),
+        (med(b[0] for _, b in pairs), med(b[1] for _, b in pairs)),
+    )
 
 
 def plain_inprocess(step) -> None:
@@ -59,8 +61,10 @@ def plain_inprocess(step) -> None:
 
 
 def plain_processes(name: str) -> None:
-    code = ("from tinykit.repro.seed import seed_everything; import determinism_cases as c; "
-            f"seed_everything(0); c.{name}()")
+    code = (
+        "from tinykit.repro.seed import seed_everything; import determinism_cases as c; "
+        f"seed_everything(0); c.{name}()"
+    )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     procs = [subprocess.Popen([sys.executable, "-c", code], env=env) for _ in range(2)]
     if any(p.wait() != 0 for p in procs):
@@ -73,22 +77,33 @@ def main() -> None:
     args = parser.parse_args()
     import torch
 
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} CPUs, "
-          f"load average {os.getloadavg()[0]:.1f}; median of {args.reps}")
-    print(f"{'model':<7}{'mode':<10}{'check wall/cpu (s)':>20}{'baseline wall/cpu (s)':>23}"
-          f"{'ratio (cpu)':>13}{'records':>9}")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} CPUs, "
+        f"load average {os.getloadavg()[0]:.1f}; median of {args.reps}"
+    )
+    print(
+        f"{'model':<7}{'mode':<10}{'check wall/cpu (s)':>20}{'baseline wall/cpu (s)':>23}"
+        f"{'ratio (cpu)':>13}{'records':>9}"
+    )
     for arch in ("llama", "moe"):
         name = f"{arch}_clean"
         step = getattr(cases, name)
         plain_inprocess(step)  # warm-up: transformers imports, first-call allocations
         report = check_determinism(step, mode="inprocess")
         for mode in ("inprocess", "process"):
-            plain = partial(plain_inprocess, step) if mode == "inprocess" else partial(
-                plain_processes, name)
-            (cw, cc), (bw, bc) = interleaved(partial(check_determinism, step, mode=mode), plain,
-                                             args.reps)
-            print(f"{arch:<7}{mode:<10}{cw:>11.2f} /{cc:>6.2f}{bw:>14.2f} /{bc:>6.2f}"
-                  f"{cc / bc:>12.2f}x{report.records:>9}")
+            plain = (
+                partial(plain_inprocess, step)
+                if mode == "inprocess"
+                else partial(plain_processes, name)
+            )
+            (cw, cc), (bw, bc) = interleaved(
+                partial(check_determinism, step, mode=mode), plain, args.reps
+            )
+            print(
+                f"{arch:<7}{mode:<10}{cw:>11.2f} /{cc:>6.2f}{bw:>14.2f} /{bc:>6.2f}"
+                f"{cc / bc:>12.2f}x{report.records:>9}"
+            )
+
 
 if __name__ == "__main__":
     main()

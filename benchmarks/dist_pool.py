@@ -26,7 +26,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
-TEST_FILE = '''
+TEST_FILE = """
 import pytest
 import torch
 import torch.distributed as dist
@@ -46,7 +46,7 @@ def test_ddp_step(i):
     torch.optim.SGD(model.parameters(), lr=0.1).step()
     for p in model.parameters():
         assert_equal_on_all_ranks(p.detach())
-'''
+"""
 
 
 def run_session(test_file: Path, *extra: str) -> tuple[float, list[float]]:
@@ -56,9 +56,23 @@ def run_session(test_file: Path, *extra: str) -> tuple[float, list[float]]:
     env = dict(os.environ, PYTHONPATH=pythonpath)
     start = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
-         f"--junitxml={junit}", str(test_file), *extra],
-        cwd=test_file.parent, env=env, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:randomly",
+            f"--junitxml={junit}",
+            str(test_file),
+            *extra,
+        ],
+        cwd=test_file.parent,
+        env=env,
+        capture_output=True,
+        text=True,
     )
     wall = time.perf_counter() - start
     if proc.returncode != 0:
@@ -78,17 +92,28 @@ def main() -> None:
         fresh_wall, fresh_times = run_session(test_file, "--tinykit-dist-fresh")
     assert len(warm_times) == len(fresh_times) == n, (len(warm_times), len(fresh_times))
     warm, fresh = sum(warm_times) / n, sum(fresh_times) / n
-    print(f"{n} two-rank CPU tests (gloo, DDP step of a tiny model), cores={os.cpu_count()}, "
-          f"load average {os.getloadavg()[0]:.1f}")
-    print(f"{'mode':<24}{'per test (s)':>13}{'first (s)':>11}{'median (s)':>12}"
-          f"{'all tests (s)':>15}{'session wall (s)':>18}")
-    for label, times, wall in (("warm pool (tinykit)", warm_times, warm_wall),
-                               ("fresh spawn (baseline)", fresh_times, fresh_wall)):
+    print(
+        f"{n} two-rank CPU tests (gloo, DDP step of a tiny model), cores={os.cpu_count()}, "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
+    print(
+        f"{'mode':<24}{'per test (s)':>13}{'first (s)':>11}{'median (s)':>12}"
+        f"{'all tests (s)':>15}{'session wall (s)':>18}"
+    )
+    for label, times, wall in (
+        ("warm pool (tinykit)", warm_times, warm_wall),
+        ("fresh spawn (baseline)", fresh_times, fresh_wall),
+    ):
         median = statistics.median(times)
-        print(f"{label:<24}{sum(times) / n:>13.3f}{times[0]:>11.2f}{median:>12.3f}"
-              f"{sum(times):>15.2f}{wall:>18.2f}")
-    print(f"speed-up per test: {fresh / warm:.1f}x (goal >= 3x); warm per test {warm:.3f} s "
-          f"including pool start-up (goal <= 1 s); session speed-up {fresh_wall / warm_wall:.1f}x")
+        print(
+            f"{label:<24}{sum(times) / n:>13.3f}{times[0]:>11.2f}{median:>12.3f}"
+            f"{sum(times):>15.2f}{wall:>18.2f}"
+        )
+    print(
+        f"speed-up per test: {fresh / warm:.1f}x (goal >= 3x); warm per test {warm:.3f} s "
+        f"including pool start-up (goal <= 1 s); session speed-up {fresh_wall / warm_wall:.1f}x"
+    )
+
 
 if __name__ == "__main__":
     main()

@@ -87,19 +87,30 @@ def main(names: list[str]) -> None:
     with HubServer(tmp / "hub") as hub:
         rows = [(spec.name, *measure(spec, hub, tmp)) for spec in specs]
 
-    print(f"{'fixture':<18} {'cold build':>10} {'warm disk':>10} {'warm mem':>9} "
-          f"{'hub cold':>9} {'hub warm':>9} {'hub cold/warm disk':>19} {'hub warm/warm mem':>18}")
+    print(
+        f"{'fixture':<18} {'cold build':>10} {'warm disk':>10} {'warm mem':>9} "
+        f"{'hub cold':>9} {'hub warm':>9} {'hub cold/warm disk':>19} {'hub warm/warm mem':>18}"
+    )
     for name, cold, disk, memory, hub_load, hub_warm in rows:
-        print(f"{name:<18} {cold * 1e3:8.0f}ms {disk * 1e3:8.1f}ms {memory * 1e3:7.1f}ms "
-              f"{hub_load * 1e3:7.0f}ms {hub_warm * 1e3:7.0f}ms {hub_load / disk:18.1f}x "
-              f"{hub_warm / memory:17.1f}x")
-    worst = {"cold build": max(r[1] for r in rows), "warm disk": max(r[2] for r in rows),
-             "warm memory": max(r[3] for r in rows)}
-    print(f"worst: cold build {worst['cold build']:.3f} s (target <= 1 s), warm disk "
-          f"{worst['warm disk'] * 1e3:.1f} ms, warm memory {worst['warm memory'] * 1e3:.1f} ms "
-          "(target <= 50 ms)")
-    print(f"first build in this process ({specs[0].name}, after importing torch and transformers): "
-          f"{first_build:.2f} s")
+        print(
+            f"{name:<18} {cold * 1e3:8.0f}ms {disk * 1e3:8.1f}ms {memory * 1e3:7.1f}ms "
+            f"{hub_load * 1e3:7.0f}ms {hub_warm * 1e3:7.0f}ms {hub_load / disk:18.1f}x "
+            f"{hub_warm / memory:17.1f}x"
+        )
+    worst = {
+        "cold build": max(r[1] for r in rows),
+        "warm disk": max(r[2] for r in rows),
+        "warm memory": max(r[3] for r in rows),
+    }
+    print(
+        f"worst: cold build {worst['cold build']:.3f} s (target <= 1 s), warm disk "
+        f"{worst['warm disk'] * 1e3:.1f} ms, warm memory {worst['warm memory'] * 1e3:.1f} ms "
+        "(target <= 50 ms)"
+    )
+    print(
+        f"first build in this process ({specs[0].name}, after importing torch and transformers): "
+        f"{first_build:.2f} s"
+    )
 
 
 if __name__ == "__main__":

@@ -69,19 +69,36 @@ class OtherGeneratorDropout(nn.Module):
 def tiny_llama() -> nn.Module:
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    config = LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, vocab_size=VOCAB,
-                         max_position_embeddings=64, use_cache=False)
+    config = LlamaConfig(
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=VOCAB,
+        max_position_embeddings=64,
+        use_cache=False,
+    )
     return LlamaForCausalLM(config)
 
 
 def tiny_moe() -> nn.Module:
     from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
 
-    config = Qwen3MoeConfig(hidden_size=32, intermediate_size=64, moe_intermediate_size=32,
-                            num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                            head_dim=8, vocab_size=VOCAB, num_experts=4, num_experts_per_tok=2,
-                            max_position_embeddings=64, use_cache=False)
+    config = Qwen3MoeConfig(
+        hidden_size=32,
+        intermediate_size=64,
+        moe_intermediate_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        vocab_size=VOCAB,
+        num_experts=4,
+        num_experts_per_tok=2,
+        max_position_embeddings=64,
+        use_cache=False,
+    )
     return Qwen3MoeForCausalLM(config)
 
 
@@ -91,7 +108,7 @@ def _batches(shuffle_unseeded: bool) -> list[torch.Tensor]:
     if shuffle_unseeded:
         random.SystemRandom().shuffle(order)
     data = data[order]
-    return [data[i:i + BATCH] for i in range(0, 2 * BATCH, BATCH)]
+    return [data[i : i + BATCH] for i in range(0, 2 * BATCH, BATCH)]
 
 
 def _train(model: nn.Module, shuffle_unseeded: bool = False) -> None:
@@ -141,16 +158,44 @@ def run_case(arch: str, case: str) -> None:
 
 
 # Module-level functions, so mode="process" can import them by name.
-def llama_clean(): run_case("llama", "clean")  # noqa: E704
-def llama_noise(): run_case("llama", "noise")  # noqa: E704
-def llama_atomics(): run_case("llama", "atomics")  # noqa: E704
-def llama_dropout(): run_case("llama", "dropout")  # noqa: E704
-def llama_data(): run_case("llama", "data")  # noqa: E704
-def moe_clean(): run_case("moe", "clean")  # noqa: E704
-def moe_noise(): run_case("moe", "noise")  # noqa: E704
-def moe_atomics(): run_case("moe", "atomics")  # noqa: E704
-def moe_dropout(): run_case("moe", "dropout")  # noqa: E704
-def moe_data(): run_case("moe", "data")  # noqa: E704
+def llama_clean():
+    run_case("llama", "clean")  # noqa: E704
+
+
+def llama_noise():
+    run_case("llama", "noise")  # noqa: E704
+
+
+def llama_atomics():
+    run_case("llama", "atomics")  # noqa: E704
+
+
+def llama_dropout():
+    run_case("llama", "dropout")  # noqa: E704
+
+
+def llama_data():
+    run_case("llama", "data")  # noqa: E704
+
+
+def moe_clean():
+    run_case("moe", "clean")  # noqa: E704
+
+
+def moe_noise():
+    run_case("moe", "noise")  # noqa: E704
+
+
+def moe_atomics():
+    run_case("moe", "atomics")  # noqa: E704
+
+
+def moe_dropout():
+    run_case("moe", "dropout")  # noqa: E704
+
+
+def moe_data():
+    run_case("moe", "data")  # noqa: E704
 
 
 class _NoisyGrad(torch.autograd.Function):

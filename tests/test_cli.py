@@ -83,5 +83,9 @@ def test_coverage_reports_each_type_and_sets_apart_upstream_breakage():
     rows = {r["model_type"]: r for r in report["rows"]}
     assert rows["llama"]["ok"] and rows["qwen3_moe"]["ok"]
     # transformers' own DbrxConfig() cannot build a DbrxForCausalLM: not counted against tinykit
-    assert not rows["dbrx"]["ok"] and rows["dbrx"]["upstream"] and report["upstream_broken"] == ["dbrx"]
+    assert (
+        not rows["dbrx"]["ok"]
+        and rows["dbrx"]["upstream"]
+        and report["upstream_broken"] == ["dbrx"]
+    )
     assert (report["passed"], report["total"], report["rate_buildable"]) == (2, 3, 1.0)

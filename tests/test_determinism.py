@@ -179,7 +179,8 @@ def test_a_child_that_dies_is_a_clear_error():
 def test_a_script_path_reference_works_in_a_fresh_process(tmp_path):
     script = tmp_path / "step.py"
     script.write_text(
-        "import torch\n\ndef step():\n    torch.nn.Linear(3, 1)(torch.ones(2, 3)).sum()\n")
+        "import torch\n\ndef step():\n    torch.nn.Linear(3, 1)(torch.ones(2, 3)).sum()\n"
+    )
     report = check_determinism(f"{script}:step", mode="process")
     assert report.equal and report.modules == 1 and len(report.seconds) == 2
 
@@ -196,8 +197,19 @@ def test_cli_passes_and_fails_with_the_right_exit_codes(capsys):
     ref = "determinism_cases:plain_mlp_step"
     assert main(["check-determinism", ref, "--mode", "inprocess"]) == 0
     assert f"deterministic: 2 runs of {ref} matched" in capsys.readouterr().out
-    assert main(["check-determinism", "determinism_cases:llama_noise", "--mode", "inprocess",
-                 "--seed", "5"]) == 1
+    assert (
+        main(
+            [
+                "check-determinism",
+                "determinism_cases:llama_noise",
+                "--mode",
+                "inprocess",
+                "--seed",
+                "5",
+            ]
+        )
+        == 1
+    )
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "NondeterminismError" in err
     assert "'model.layers.1.self_attn.o_proj'" in err and "--seed 5" in err
@@ -206,8 +218,20 @@ def test_cli_passes_and_fails_with_the_right_exit_codes(capsys):
 def test_cli_json_report(capsys):
     import json
 
-    assert main(["check-determinism", "determinism_cases:plain_mlp_step", "--mode", "inprocess",
-                 "--runs", "3", "--json"]) == 0
+    assert (
+        main(
+            [
+                "check-determinism",
+                "determinism_cases:plain_mlp_step",
+                "--mode",
+                "inprocess",
+                "--runs",
+                "3",
+                "--json",
+            ]
+        )
+        == 0
+    )
     report = json.loads(capsys.readouterr().out)
     assert report["equal"] is True and report["runs"] == 3 and len(report["seconds"]) == 3
 
@@ -239,5 +263,4 @@ def test_fixture_fails_the_test_and_names_the_module(pytester):
     )
     result = pytester.runpytest()
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(
-        ["*NondeterminismError: 3 runs of * differ*'1' (output, call 0)*"])
+    result.stdout.fnmatch_lines(["*NondeterminismError: 3 runs of * differ*'1' (output, call 0)*"])

@@ -25,22 +25,54 @@ def cli_env() -> dict[str, str]:
 
 
 def torchrun(*args: str) -> list[str]:
-    return [sys.executable, "-m", "torch.distributed.run", *args, "-m", "tinykit", "dist-check",
-            "--json", "--timeout", "60"]
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        *args,
+        "-m",
+        "tinykit",
+        "dist-check",
+        "--json",
+        "--timeout",
+        "60",
+    ]
 
 
 def _two_nodes(tmp_path, attempt: int) -> tuple[list[subprocess.Popen], list[tuple[str, str]]]:
     endpoint = f"127.0.0.1:{free_port()}"
-    common = ["--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
-              "--rdzv-endpoint", endpoint, "--rdzv-id", f"tinykit-test-{attempt}", "--max-restarts", "0"]
+    common = [
+        "--nnodes",
+        "2",
+        "--nproc-per-node",
+        "1",
+        "--rdzv-backend",
+        "c10d",
+        "--rdzv-endpoint",
+        endpoint,
+        "--rdzv-id",
+        f"tinykit-test-{attempt}",
+        "--max-restarts",
+        "0",
+    ]
     # Output goes to files, not pipes: waiting on one node while the other fills its pipe deadlocks.
-    logs = [(tmp_path / f"try{attempt}-node{i}.out", tmp_path / f"try{attempt}-node{i}.err") for i in range(2)]
+    logs = [
+        (tmp_path / f"try{attempt}-node{i}.out", tmp_path / f"try{attempt}-node{i}.err")
+        for i in range(2)
+    ]
     nodes = []
     for i, (out, err) in enumerate(logs):  # node 0 hosts the rendezvous store, as on a real cluster
         with out.open("w") as stdout, err.open("w") as stderr:
-            nodes.append(subprocess.Popen(torchrun(*common, "--rdzv-conf", f"is_host={int(i == 0)}"),
-                                          env=cli_env(), stdout=stdout, stderr=stderr, text=True,
-                                          start_new_session=True))
+            nodes.append(
+                subprocess.Popen(
+                    torchrun(*common, "--rdzv-conf", f"is_host={int(i == 0)}"),
+                    env=cli_env(),
+                    stdout=stdout,
+                    stderr=stderr,
+                    text=True,
+                    start_new_session=True,
+                )
+            )
     try:
         for node in nodes:
             node.wait(timeout=60)
@@ -83,7 +115,10 @@ def test_without_torchrun_it_starts_local_ranks(capsys):
 def test_nccl_without_gpus_is_one_line_and_exit_code_3():
     proc = subprocess.run(
         [sys.executable, "-m", "tinykit", "dist-check", "--backend", "nccl"],
-        env=cli_env(), capture_output=True, text=True, timeout=120,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 3
     lines = proc.stderr.strip().splitlines()

@@ -40,12 +40,16 @@ def processes_tagged(tag: str) -> set[int]:
 
 # ---- functions that run on the ranks (module level, so ranks can import them) --------------
 
+
 def tiny_lm():
     """A tiny next-token model in plain torch (no transformers import: ~6 s per rank here)."""
     torch.manual_seed(0)
     return torch.nn.Sequential(
-        torch.nn.Embedding(64, 16), torch.nn.Linear(16, 32), torch.nn.GELU(),
-        torch.nn.LayerNorm(32), torch.nn.Linear(32, 64),
+        torch.nn.Embedding(64, 16),
+        torch.nn.Linear(16, 32),
+        torch.nn.GELU(),
+        torch.nn.LayerNorm(32),
+        torch.nn.Linear(32, 64),
     )
 
 
@@ -134,6 +138,7 @@ def rank_zero_fails_first():
 
 # ---- tests ------------------------------------------------------------------------------
 
+
 def test_ddp_step_on_two_ranks_equals_single_process_on_global_batch(dist_launch):
     per_rank = dist_launch(ddp_train_step, world_size=2)
 
@@ -153,8 +158,9 @@ def test_a_failing_rank_fails_the_run_with_its_traceback_and_discards_the_pool(d
     assert time.monotonic() - start < 30  # the survivor is not left waiting for the 60 s limit
     assert set(dist_launch(rank_pid)).isdisjoint(before)  # the next run gets new ranks
     message = str(info.value)
-    assert ("fail_on_rank_one on 2 ranks (gloo) failed: "
-            "rank 1 raised ValueError: boom from rank 1") in message
+    assert (
+        "fail_on_rank_one on 2 ranks (gloo) failed: rank 1 raised ValueError: boom from rank 1"
+    ) in message
     assert "--- rank 1 traceback ---" in message
     assert 'raise ValueError("boom from rank 1")' in message
     assert info.value.timed_out is False
@@ -313,7 +319,9 @@ def test_busy_ranks_exit_when_the_pytest_process_is_killed(tmp_path):
     pid_dir.mkdir()
     proc = subprocess.run(
         [sys.executable, str(script), os.path.dirname(__file__), str(pid_dir)],
-        capture_output=True, text=True, timeout=180,
+        capture_output=True,
+        text=True,
+        timeout=180,
     )
     assert proc.returncode == -9, proc.stderr[-2000:]
     pids = [int(p.name) for p in pid_dir.iterdir()]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-INNER_TESTS = '''
+INNER_TESTS = """
 import os
 import pytest
 import torch
@@ -71,7 +71,7 @@ def test_launch_fixture_reuses_the_warm_ranks(dist_launch):
     again = dist_launch(pid_and_rank)
     assert [r for _, r in first] == [0, 1]
     print("SAME" if first == again else "DIFFERENT")
-'''
+"""
 
 
 @pytest.mark.skipif(torch.cuda.device_count() >= 2, reason="expects the NCCL test to skip")
@@ -96,7 +96,8 @@ def test_marker_runs_the_body_on_every_rank_and_reports_failures(pytester):
 
 
 def test_timeout_and_fresh_options(pytester):
-    pytester.makepyfile(test_inner='''
+    pytester.makepyfile(
+        test_inner="""
 import os
 import pytest, torch, torch.distributed as dist
 
@@ -110,19 +111,23 @@ def test_fresh_ranks_every_time(dist_launch):
 def test_hangs():
     if dist.get_rank() == 0:
         dist.all_reduce(torch.ones(1))
-''')
+"""
+    )
     result = pytester.runpytest("-s", "--tinykit-dist-timeout", "3", "--tinykit-dist-fresh")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*DIFFERENT*"])
-    result.stdout.fnmatch_lines([
-        "*timed out after 3 s: rank(s) 0, 1 were still running*",
-        "*--- rank 0 Python stacks (still running) ---*",
-        "*in test_hangs*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*timed out after 3 s: rank(s) 0, 1 were still running*",
+            "*--- rank 0 Python stacks (still running) ---*",
+            "*in test_hangs*",
+        ]
+    )
 
 
 def test_xdist_workers_each_run_their_own_two_rank_tests(pytester):
-    pytester.makepyfile(test_inner='''
+    pytester.makepyfile(
+        test_inner="""
 import os
 import pytest
 import torch
@@ -135,7 +140,8 @@ def test_all_reduce(i):
     dist.all_reduce(t)
     assert t.item() == 2 * i + 1
     assert os.environ["PYTEST_XDIST_WORKER"] in ("gw0", "gw1")
-''')
+"""
+    )
     result = pytester.runpytest_subprocess("-n", "2", "-v", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=4)
     result.stdout.fnmatch_lines(["*gw0*PASSED*"], consecutive=False)
@@ -143,26 +149,29 @@ def test_all_reduce(i):
 
 
 def test_unknown_marker_argument_is_a_usage_error(pytester):
-    pytester.makepyfile(test_inner='''
+    pytester.makepyfile(
+        test_inner="""
 import pytest
 
 @pytest.mark.tinykit_dist(world_sise=2)
 def test_typo():
     pass
-''')
+"""
+    )
     result = pytester.runpytest()
     assert result.ret != 0
-    result.stderr.fnmatch_lines(["ERROR: *test_typo: unknown tinykit_dist argument(s) *world_sise"
-                                 "*"])
+    result.stderr.fnmatch_lines(
+        ["ERROR: *test_typo: unknown tinykit_dist argument(s) *world_sise*"]
+    )
 
 
 def test_plugin_is_silent_and_light_without_distributed_tests(pytester):
-    pytester.makeconftest('''
+    pytester.makeconftest("""
 import sys
 
 def pytest_sessionfinish():
     print("HEAVY:", sorted({"torch", "transformers", "datasets"} & set(sys.modules)))
-''')
+""")
     pytester.makepyfile(test_plain="def test_a():\n    print('plain')\n")
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q", "-W", "error")
     result.assert_outcomes(passed=1)

@@ -29,15 +29,24 @@ SECRETS = {
     "NOTES_FOR_RUN": "used hf_AnotherFakeTokenPastedByMistake9876",
 }
 SECRET_VALUES = [
-    "hf_FakeTokenForTinykitTests0123456789", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYFAKEKEY42",
-    "Pr0xyPassw0rd", "IndexPassw0rd77", "DbPassw0rd99", "hf_AnotherFakeTokenPastedByMistake9876",
+    "hf_FakeTokenForTinykitTests0123456789",
+    "wJalrXUtnFEMI/K7MDENG/bPxRfiCYFAKEKEY42",
+    "Pr0xyPassw0rd",
+    "IndexPassw0rd77",
+    "DbPassw0rd99",
+    "hf_AnotherFakeTokenPastedByMistake9876",
 ]
 
 
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "tinykit", *args], capture_output=True, text=True,
-                          env=full_env, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "tinykit", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=300,
+    )
 
 
 def test_secrets_never_reach_a_captured_bundle(tmp_path):
@@ -69,17 +78,30 @@ def test_default_capture_keeps_relevant_variables_only(monkeypatch):
     assert "AWS_SECRET_ACCESS_KEY" not in env and "MY_SERVICE_URL" not in env
 
 
-@given(user=st.text("abcdefgh", min_size=1, max_size=8),
-       password=st.text("XYZ0123456789!$%", min_size=4))
+@given(
+    user=st.text("abcdefgh", min_size=1, max_size=8),
+    password=st.text("XYZ0123456789!$%", min_size=4),
+)
 def test_scrub_removes_any_url_password(user, password):
     assert password not in scrub(f"git+https://{user}:{password}@example.com/org/repo.git@main")
 
 
-@pytest.mark.parametrize(("name", "secret"), [
-    ("HF_TOKEN", True), ("HUGGING_FACE_HUB_TOKEN", True), ("WANDB_API_KEY", True),
-    ("AWS_SECRET_ACCESS_KEY", True), ("DB_PASSWORD", True), ("GH_PAT", True), ("MYAPITOKEN", True),
-    ("TOKENIZERS_PARALLELISM", False), ("PWD", False), ("KEYBOARD_LAYOUT", False), ("PATH", False),
-])
+@pytest.mark.parametrize(
+    ("name", "secret"),
+    [
+        ("HF_TOKEN", True),
+        ("HUGGING_FACE_HUB_TOKEN", True),
+        ("WANDB_API_KEY", True),
+        ("AWS_SECRET_ACCESS_KEY", True),
+        ("DB_PASSWORD", True),
+        ("GH_PAT", True),
+        ("MYAPITOKEN", True),
+        ("TOKENIZERS_PARALLELISM", False),
+        ("PWD", False),
+        ("KEYBOARD_LAYOUT", False),
+        ("PATH", False),
+    ],
+)
 def test_secret_names(name, secret):
     assert is_secret_name(name) is secret
 
@@ -92,12 +114,14 @@ def _fake_dist(site: Path, name: str, direct_url: dict) -> None:
 
 
 def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
-                          text=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
+    ).stdout.strip()
 
 
 def test_editable_and_vcs_installs_record_commit_diff_and_untracked_without_secrets(
-        tmp_path, monkeypatch):
+    tmp_path, monkeypatch
+):
     repo = tmp_path / "clone"
     repo.mkdir()
     _git(repo, "init", "-q")
@@ -108,8 +132,14 @@ def test_editable_and_vcs_installs_record_commit_diff_and_untracked_without_secr
     (repo / "notes.txt").write_text("untracked\n")
     site = tmp_path / "site"
     _fake_dist(site, "fake-editable", {"url": repo.as_uri(), "dir_info": {"editable": True}})
-    _fake_dist(site, "fake-vcs", {"url": "https://alice:VcsPassw0rd1@git.example.com/x.git",
-                                  "vcs_info": {"vcs": "git", "commit_id": "abc123"}})
+    _fake_dist(
+        site,
+        "fake-vcs",
+        {
+            "url": "https://alice:VcsPassw0rd1@git.example.com/x.git",
+            "vcs_info": {"vcs": "git", "commit_id": "abc123"},
+        },
+    )
     monkeypatch.syspath_prepend(str(site))
 
     bundle = capture()
@@ -118,8 +148,11 @@ def test_editable_and_vcs_installs_record_commit_diff_and_untracked_without_secr
     assert editable["editable"] and editable["commit"] == _git(repo, "rev-parse", "HEAD")
     assert editable["dirty"] and editable["untracked"] == ["notes.txt"]
     assert "+X = 2" in editable["diff"] and "hf_LeakedInAnUncommittedDiff" not in editable["diff"]
-    assert vcs == {"url": f"https://alice:{REDACTED}@git.example.com/x.git", "vcs": "git",
-                   "commit": "abc123"}
+    assert vcs == {
+        "url": f"https://alice:{REDACTED}@git.example.com/x.git",
+        "vcs": "git",
+        "commit": "abc123",
+    }
 
 
 def test_capture_is_byte_identical_and_written_atomically(tmp_path):
@@ -155,8 +188,14 @@ def test_diff_lists_library_versions_then_env_then_hardware(base_bundle):
     b["torch"]["cuda"] = "12.8"
     result = diff(a, b)
     keys = [f"{e.section}.{e.key}" for e in result.entries]
-    assert keys == ["packages.transformers", "torch.cuda", "packages.zzz-unrelated",
-                    "env.CUDA_VISIBLE_DEVICES", "cpu.model", "os.hostname"]
+    assert keys == [
+        "packages.transformers",
+        "torch.cuda",
+        "packages.zzz-unrelated",
+        "env.CUDA_VISIBLE_DEVICES",
+        "cpu.model",
+        "os.hostname",
+    ]
     assert result.entries[0].a == a["packages"]["transformers"] and result.entries[0].b == "4.57.1"
     assert result.entries[2].a is None
     assert diff(a, copy.deepcopy(a)).entries == []
@@ -170,8 +209,11 @@ def test_diff_cli_text_and_json(tmp_path, capsys, base_bundle):
     b.write_text(to_json(other))
     assert main(["env", "diff", str(a), str(b)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("1 differences between") and lines[1].strip().startswith(
-        "packages.transformers: ") and lines[1].endswith("-> 5.0.0")
+    assert (
+        lines[0].startswith("1 differences between")
+        and lines[1].strip().startswith("packages.transformers: ")
+        and lines[1].endswith("-> 5.0.0")
+    )
     assert main(["env", "diff", str(a), str(b), "--json"]) == 0
     entries = json.loads(capsys.readouterr().out)["entries"]
     assert entries[0]["key"] == "transformers" and entries[0]["b"] == "5.0.0"
@@ -196,22 +238,34 @@ def test_diff_of_two_venvs_names_the_transformers_version_first(tmp_path):
     bundles = []
     for name, pin in (("same", None), ("other", other)):
         venv = tmp_path / name
-        subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)],
-                       check=True)
+        subprocess.run(
+            [sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True
+        )
         python = venv / "bin" / "python"
         if pin:
-            subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps",
-                            f"transformers=={pin}"], check=True, timeout=600)
+            subprocess.run(
+                [str(python), "-m", "pip", "install", "-q", "--no-deps", f"transformers=={pin}"],
+                check=True,
+                timeout=600,
+            )
         out = tmp_path / f"{name}.json"
-        run = subprocess.run([str(python), "-m", "tinykit", "env", "capture", "-o", str(out)],
-                             env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True,
-                             text=True, timeout=300)
+        run = subprocess.run(
+            [str(python), "-m", "tinykit", "env", "capture", "-o", str(out)],
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert run.returncode == 0, run.stderr
         bundles.append(out)
     result = diff(*bundles)
     first = result.entries[0]
     assert (first.section, first.key, first.a, first.b) == (
-        "packages", "transformers", transformers.__version__, other)
+        "packages",
+        "transformers",
+        transformers.__version__,
+        other,
+    )
 
 
 def test_capture_without_output_prints_the_bundle(capsys, monkeypatch):

@@ -46,8 +46,13 @@ def test_shipped_fixtures_verify_from_a_fresh_checkout(tmp_path):
     for part in ("tinykit", "fixtures", "recipes"):
         shutil.copytree(REPO / part, checkout / part, ignore=shutil.ignore_patterns("__pycache__"))
     env = {**os.environ, "PYTHONPATH": str(checkout), "TINYKIT_CACHE": str(tmp_path / "empty")}
-    out = subprocess.run([sys.executable, "-m", "tinykit", "fixtures", "verify", "--json"],
-                         cwd=checkout, env=env, capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "tinykit", "fixtures", "verify", "--json"],
+        cwd=checkout,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     assert report["drift"] == [] and report["version_changes"] == {}
@@ -67,10 +72,12 @@ def test_lock_then_verify_passes_and_altered_file_is_reported(specs, tmp_path):
     old = locked["data/train-00000-of-00001.parquet"]
     assert str(e.value).startswith(
         f"1 fixture(s) differ from lock.json: tiny-text: data/train-00000-of-00001.parquet changed "
-        f"(lock {old[:12]}, built ")
+        f"(lock {old[:12]}, built "
+    )
     assert str(e.value).endswith(
         "Versions changed since the lock: none. If the change is intended, run: "
-        "tinykit fixtures lock tiny-text")
+        "tinykit fixtures lock tiny-text"
+    )
     [drift] = e.value.report["drift"]
     assert drift["locked"] == old and drift["built"] != old and drift["problem"] == "changed"
     # a fresh rebuild does not see the altered cached file
@@ -84,14 +91,18 @@ def test_spec_edits_missing_fixtures_and_version_changes_are_reported(specs, tmp
     lock["versions"]["transformers"] = "0.0.1"
     (specs / "lock.json").write_text(json.dumps(lock))
     assert fixture_specs.verify(folder=specs, cache=cache)["version_changes"] == {
-        "transformers": ["0.0.1", transformers.__version__]}
+        "transformers": ["0.0.1", transformers.__version__]
+    }
     (specs / "text.toml").write_text(TEXT.replace("rows = 4", "rows = 5"))
     (specs / "more.toml").write_text(LABELS.replace("tiny-labels", "tiny-new"))
     with pytest.raises(FixtureDrift) as e:
         fixture_specs.verify(folder=specs, cache=cache)
     problems = {(d["fixture"], d["problem"]) for d in e.value.report["drift"]}
-    assert {("tiny-text", "spec changed"), ("tiny-new", "not in lock.json"),
-            ("tiny-text", "changed")} <= problems
+    assert {
+        ("tiny-text", "spec changed"),
+        ("tiny-new", "not in lock.json"),
+        ("tiny-text", "changed"),
+    } <= problems
     assert "Versions changed since the lock: transformers 0.0.1 -> " in str(e.value)
 
 
@@ -107,12 +118,18 @@ def test_locking_one_fixture_keeps_the_others(specs, tmp_path):
     assert fixture_specs.verify(folder=specs, cache=cache)["drift"] == []
 
 
-@pytest.mark.parametrize(("text", "match"), [
-    ("[a\nkind=", "is not valid TOML"),
-    ('[x]\nkind = "wheel"\nsource = "y"\n', r"has kind 'wheel'; expected one of \["),
-    ('[x]\nsource = "y"\nlayers = 2\n', r"must be a table with keys kind, source and optionally"),
-    (TEXT.replace("tiny-text", "tiny-labels"), r"is also defined in .*labels.toml. Rename one"),
-])
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("[a\nkind=", "is not valid TOML"),
+        ('[x]\nkind = "wheel"\nsource = "y"\n', r"has kind 'wheel'; expected one of \["),
+        (
+            '[x]\nsource = "y"\nlayers = 2\n',
+            r"must be a table with keys kind, source and optionally",
+        ),
+        (TEXT.replace("tiny-text", "tiny-labels"), r"is also defined in .*labels.toml. Rename one"),
+    ],
+)
 def test_bad_spec_files_are_usage_errors(specs, text, match):
     (specs / "zz.toml").write_text(text)
     with pytest.raises(UsageError, match=match):

@@ -50,7 +50,9 @@ def test_a_pytest_session_with_the_plugin_loads_no_heavy_library(tmp_path):
     (tmp_path / "test_x.py").write_text("def test_x(): pass\n")
     out = subprocess.run(
         [sys.executable, "-m", "pytest", "-s", "-p", "tinykit", str(tmp_path)],
-        capture_output=True, text=True, cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
     )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "heavy: []" in out.stdout and "tinykit plugin: True" in out.stdout

@@ -54,15 +54,21 @@ def test_an_existing_output_is_kept_without_force(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["tiny"]  # no temp folder left behind
 
 
-@pytest.mark.parametrize("source", ["t5", "bert", "llama", str(HUB_FILES / "openai/clip-vit-large-patch14")])
+@pytest.mark.parametrize(
+    "source", ["t5", "bert", "llama", str(HUB_FILES / "openai/clip-vit-large-patch14")]
+)
 def test_builds_in_two_processes_are_byte_identical(source, tmp_path):
     """Tokenizers trained from scratch too: their trainers' hash-order tie-breaks are canonicalised."""
     import subprocess
     import sys
 
     def files(out):
-        done = subprocess.run([sys.executable, "-m", "tinykit", "make-tiny", source, "-o", str(out), "--json"],
-                              capture_output=True, text=True, check=True)
+        done = subprocess.run(
+            [sys.executable, "-m", "tinykit", "make-tiny", source, "-o", str(out), "--json"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         return {name: f["sha256"] for name, f in json.loads(done.stdout)["files"].items()}
 
     first, second = files(tmp_path / "a"), files(tmp_path / "b")

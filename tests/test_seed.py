@@ -101,7 +101,8 @@ def test_cuda_order_guard_refuses_only_when_cuda_came_first(monkeypatch):
 
 
 def test_seed_everything_reads_cuda_state_and_changes_nothing_when_refusing(
-        restore_determinism, monkeypatch):
+    restore_determinism, monkeypatch
+):
     # No GPU here: stand in for "CUDA was initialised" at the one function torch answers it with.
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     seed_everything(7)
@@ -123,8 +124,9 @@ class _Range(Dataset):
 
 
 def _epoch(seed: int, workers: int) -> list[list[int]]:
-    loader = DataLoader(_Range(), batch_size=2, shuffle=True, num_workers=workers,
-                        **dataloader_kwargs(seed))
+    loader = DataLoader(
+        _Range(), batch_size=2, shuffle=True, num_workers=workers, **dataloader_kwargs(seed)
+    )
     return [row.tolist() for batch in loader for row in batch]
 
 
@@ -161,8 +163,10 @@ def test_resume_matches_an_uninterrupted_run_only_with_the_rng_state(tmp_path, r
     seed_everything(3)
     model, opt = _fresh()
     _train(model, opt, 2)
-    torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "rng": capture_rng_state()},
-               tmp_path / "ckpt.pt")
+    torch.save(
+        {"model": model.state_dict(), "opt": opt.state_dict(), "rng": capture_rng_state()},
+        tmp_path / "ckpt.pt",
+    )
     seed_everything(1000)  # the resumed process starts from some other state
     ckpt = torch.load(tmp_path / "ckpt.pt")  # weights_only=True: the RNG state is plain data
     model, opt = _fresh()

@@ -13,8 +13,10 @@ from tinykit import ShrinkSpec, make_tiny
 from tinykit.errors import UsageError
 from tinykit.strategies import MODEL_FAMILIES, shrink_specs, tiny_configs, token_batches
 
-HEAD_CLASS = {"encoder": transformers.AutoModelForMaskedLM,
-              "t5": transformers.AutoModelForSeq2SeqLM}
+HEAD_CLASS = {
+    "encoder": transformers.AutoModelForMaskedLM,
+    "t5": transformers.AutoModelForSeq2SeqLM,
+}
 
 
 @given(shrink_specs())

@@ -194,7 +194,9 @@ def test_byte_tokenizers_round_trip_any_text_as_the_source_does(tiny_byte_tokeni
     for tok, source in tiny_byte_tokenizers.values():
         ids = tok(text, add_special_tokens=False)["input_ids"]
         assert all(0 <= i < len(tok) for i in ids)
-        expected = source.decode(source(text, add_special_tokens=False)["input_ids"], clean_up_tokenization_spaces=False)
+        expected = source.decode(
+            source(text, add_special_tokens=False)["input_ids"], clean_up_tokenization_spaces=False
+        )
         assert tok.decode(ids, clean_up_tokenization_spaces=False) == expected
 
 

@@ -173,24 +173,39 @@ def _nested_lists(shape: tuple, leaf: st.SearchStrategy[Any]) -> st.SearchStrate
 # deadlines on shared runners, a bounded number of examples so model-building tests stay fast.
 CI_PROFILE = "tinykit-ci"
 settings.register_profile(
-    CI_PROFILE, max_examples=25, deadline=None, derandomize=True, print_blob=True,
+    CI_PROFILE,
+    max_examples=25,
+    deadline=None,
+    derandomize=True,
+    print_blob=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 
 # model_type -> the config family whose field names and invariants it follows.
 MODEL_FAMILIES = {
-    "llama": "decoder", "mistral": "decoder", "qwen2": "decoder", "qwen3": "decoder",
-    "gemma": "decoder", "gemma2": "decoder",
-    "qwen3_moe": "moe", "mixtral": "moe",
-    "gpt2": "gpt2", "bert": "encoder", "t5": "t5",
+    "llama": "decoder",
+    "mistral": "decoder",
+    "qwen2": "decoder",
+    "qwen3": "decoder",
+    "gemma": "decoder",
+    "gemma2": "decoder",
+    "qwen3_moe": "moe",
+    "mixtral": "moe",
+    "gpt2": "gpt2",
+    "bert": "encoder",
+    "t5": "t5",
 }
 _EXPERTS_FIELD = {"qwen3_moe": "num_experts", "mixtral": "num_local_experts"}
 
 
 @st.composite
 def shrink_specs(
-    draw, max_hidden: int = 64, max_layers: int = 3, min_layers: int = 1,
-    min_vocab: int = 512, max_vocab: int = 1024,
+    draw,
+    max_hidden: int = 64,
+    max_layers: int = 3,
+    min_layers: int = 1,
+    min_vocab: int = 512,
+    max_vocab: int = 1024,
 ) -> dict:
     """Spec dicts for ``tinykit.make_tiny``: heads divide hidden, kv heads divide heads.
 
@@ -235,19 +250,39 @@ def tiny_configs(draw, model_type: str, max_hidden: int = 64, max_layers: int = 
     if family == "gpt2":
         kwargs = dict(n_embd=hidden, n_layer=layers, n_head=heads, n_inner=ffn, n_positions=64)
     elif family == "t5":
-        kwargs = dict(d_model=hidden, d_kv=hidden // heads, d_ff=ffn, num_layers=layers,
-                      num_decoder_layers=layers, num_heads=heads, decoder_start_token_id=0)
+        kwargs = dict(
+            d_model=hidden,
+            d_kv=hidden // heads,
+            d_ff=ffn,
+            num_layers=layers,
+            num_decoder_layers=layers,
+            num_heads=heads,
+            decoder_start_token_id=0,
+        )
     elif family == "encoder":
-        kwargs = dict(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
-                      intermediate_size=ffn, max_position_embeddings=64)
+        kwargs = dict(
+            hidden_size=hidden,
+            num_hidden_layers=layers,
+            num_attention_heads=heads,
+            intermediate_size=ffn,
+            max_position_embeddings=64,
+        )
     else:
-        kwargs = dict(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
-                      num_key_value_heads=spec["kv_heads"], head_dim=hidden // heads,
-                      intermediate_size=ffn, max_position_embeddings=64)
+        kwargs = dict(
+            hidden_size=hidden,
+            num_hidden_layers=layers,
+            num_attention_heads=heads,
+            num_key_value_heads=spec["kv_heads"],
+            head_dim=hidden // heads,
+            intermediate_size=ffn,
+            max_position_embeddings=64,
+        )
     if family == "moe":
         experts = draw(st.integers(2, 4))
-        kwargs |= {_EXPERTS_FIELD[model_type]: experts,
-                   "num_experts_per_tok": draw(st.integers(1, experts))}
+        kwargs |= {
+            _EXPERTS_FIELD[model_type]: experts,
+            "num_experts_per_tok": draw(st.integers(1, experts)),
+        }
         if model_type == "qwen3_moe":
             kwargs["moe_intermediate_size"] = ffn
     config = AutoConfig.for_model(model_type, vocab_size=vocab, **kwargs)
@@ -257,7 +292,11 @@ def tiny_configs(draw, model_type: str, max_hidden: int = 64, max_layers: int = 
 
 @st.composite
 def token_batches(
-    draw, tokenizer: Any, min_batch: int = 1, max_batch: int = 4, max_len: int = 16,
+    draw,
+    tokenizer: Any,
+    min_batch: int = 1,
+    max_batch: int = 4,
+    max_len: int = 16,
     as_tensors: bool = False,
 ) -> dict:
     """A padded batch for ``tokenizer``: input_ids, attention_mask, and labels with -100 on padding.
@@ -269,15 +308,20 @@ def token_batches(
     if pad_id is None:
         pad_id = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else 0
     ids = st.integers(0, len(tokenizer) - 1).filter(lambda i: i != pad_id)
-    rows = draw(st.lists(st.lists(ids, min_size=1, max_size=max_len),
-                         min_size=min_batch, max_size=max_batch))
+    rows = draw(
+        st.lists(
+            st.lists(ids, min_size=1, max_size=max_len), min_size=min_batch, max_size=max_batch
+        )
+    )
     width = max(len(r) for r in rows)
     left = getattr(tokenizer, "padding_side", "right") == "left"
     batch: dict[str, list[list[int]]] = {"input_ids": [], "attention_mask": [], "labels": []}
     for row in rows:
         pad = width - len(row)
+
         def padded(values: list[int], fill: int, pad: int = pad) -> list[int]:
             return [fill] * pad + values if left else values + [fill] * pad
+
         batch["input_ids"].append(padded(row, pad_id))
         batch["attention_mask"].append(padded([1] * len(row), 0))
         batch["labels"].append(padded(row, -100))

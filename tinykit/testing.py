@@ -26,7 +26,8 @@ def requires_gpus(n: int = 1) -> pytest.MarkDecorator:
     """Skip the test unless ``n`` accelerator devices are visible."""
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         raise UsageError(
-            f"requires_gpus({n!r}): n must be an int >= 1. Write e.g. @requires_gpus(2).")
+            f"requires_gpus({n!r}): n must be an int >= 1. Write e.g. @requires_gpus(2)."
+        )
     return pytest.mark.tinykit_gpu(n)
 
 

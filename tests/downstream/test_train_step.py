@@ -14,8 +14,9 @@ import torch
 def collate(tokenizer, texts: list[str | None], length: int = 12) -> dict[str, torch.Tensor]:
     """The repo's collator: pad/truncate to `length`, labels -100 on padding."""
     texts = ["x" + (t or "") for t in texts]  # never an empty row
-    batch = tokenizer(texts, padding="max_length", truncation=True, max_length=length,
-                      return_tensors="pt")
+    batch = tokenizer(
+        texts, padding="max_length", truncation=True, max_length=length, return_tensors="pt"
+    )
     batch["labels"] = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100)
     return dict(batch)
 
@@ -37,7 +38,7 @@ def test_an_optimizer_step_lowers_the_loss_on_its_batch(
     tokenizer, _ = tiny_tokenizer("tiny-qwen3-moe")
     data, _ = tiny_dataset("tiny-text")
     assert len(tokenizer) == model.config.vocab_size
-    batch = collate(tokenizer, data["train"]["text"][batch_start:batch_start + 4])
+    batch = collate(tokenizer, data["train"]["text"][batch_start : batch_start + 4])
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
     before = train_step(model, optimizer, batch)
     with torch.no_grad():

@@ -80,7 +80,8 @@ def test_tiny_model_logits_match_their_snapshot_across_sessions(pytester, tmp_pa
     pytester.makepyfile(test_model=f"GPT2 = {str(gpt2)!r}\n" + MODEL_TESTS)
     cache_dir = tmp_path / "cache"
     first = pytester.runpytest_subprocess(
-        f"--tinykit-cache-dir={cache_dir}", "--tinykit-update-snapshots")
+        f"--tinykit-cache-dir={cache_dir}", "--tinykit-update-snapshots"
+    )
     first.assert_outcomes(passed=3)
     # a cold cache in a new session: the rebuilt model gives the same logits (seeded weights)
     cold = pytester.runpytest_subprocess(f"--tinykit-cache-dir={tmp_path / 'cold'}")

@@ -40,12 +40,14 @@ def test_markers_skip_without_hardware_and_collection_imports_no_torch(pytester,
     pytester.makeconftest(REPORT_TORCH_AT_COLLECTION)
     result = pytester.runpytest_subprocess("-rs", "-s", "--strict-markers")
     result.assert_outcomes(passed=1, skipped=3)
-    result.stdout.fnmatch_lines_random([
-        "torch imported at collection: False",
-        "SKIPPED * needs 1 GPU(s), found 0",
-        "SKIPPED * needs 64 GPU(s), found 0",
-        "SKIPPED * slow test: set TINYKIT_RUN_SLOW=1 to run it",
-    ])
+    result.stdout.fnmatch_lines_random(
+        [
+            "torch imported at collection: False",
+            "SKIPPED * needs 1 GPU(s), found 0",
+            "SKIPPED * needs 64 GPU(s), found 0",
+            "SKIPPED * slow test: set TINYKIT_RUN_SLOW=1 to run it",
+        ]
+    )
 
 
 def test_slow_tests_run_with_tinykit_run_slow(pytester, monkeypatch):

@@ -41,8 +41,9 @@ def test_seed_is_printed_and_reproduces_each_test(pytester: pytest.Pytester, mon
     assert values(only_b) == values(first)[1:]
 
 
-@pytest.mark.parametrize(("value", "why"), [("banana", "is not an integer or 'last'"),
-                                            ("-1", "is outside [[]0, 2**32)")])
+@pytest.mark.parametrize(
+    ("value", "why"), [("banana", "is not an integer or 'last'"), ("-1", "is outside [[]0, 2**32)")]
+)
 def test_bad_seed_is_a_usage_error(pytester: pytest.Pytester, value, why):
     pytester.makepyfile(PRINTS_RANDOM)
     result = pytester.runpytest_subprocess(f"--tinykit-seed={value}")
@@ -85,11 +86,13 @@ def test_a_failure_says_how_to_reproduce_it(pytester: pytest.Pytester):
     pytester.makepyfile("def test_fails(tinykit_seed): assert False")
     result = pytester.runpytest_subprocess("--tinykit-seed=42")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([
-        "*- tinykit -*",
-        "test seed * from session seed 42. Reproduce: "
-        "pytest 'test_a_failure_says_how_to_reproduce_it.py::test_fails' --tinykit-seed=42",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*- tinykit -*",
+            "test seed * from session seed 42. Reproduce: "
+            "pytest 'test_a_failure_says_how_to_reproduce_it.py::test_fails' --tinykit-seed=42",
+        ]
+    )
 
 
 def test_xdist_workers_use_the_controller_seed(pytester: pytest.Pytester):
@@ -102,7 +105,8 @@ def test_xdist_workers_use_the_controller_seed(pytester: pytest.Pytester):
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["tinykit: seed=5 *"])
     assert sorted(values(result)) == sorted(
-        [expected(5, f"{path.name}::test_a"), expected(5, f"{path.name}::test_b")])
+        [expected(5, f"{path.name}::test_a"), expected(5, f"{path.name}::test_b")]
+    )
 
 
 def test_xdist_without_explicit_seed_prints_it_in_the_summary(pytester: pytest.Pytester):

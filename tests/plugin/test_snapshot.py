@@ -25,11 +25,13 @@ def test_snapshot_lifecycle_missing_then_written_then_compared(pytester, monkeyp
     pytester.makepyfile(test_model=LOGITS_TEST)
     missing = pytester.runpytest_subprocess()
     missing.assert_outcomes(failed=1)
-    missing.stdout.fnmatch_lines([
-        "*SnapshotMismatch: No snapshot 'logits' for this environment: *logits@torch-*_cpu_float32"
-        ".safetensors does not exist. Snapshots recorded for other environments: none. Record it "
-        "with: pytest 'test_model.py::test_logits' --tinykit-update-snapshots",
-    ])
+    missing.stdout.fnmatch_lines(
+        [
+            "*SnapshotMismatch: No snapshot 'logits' for this environment: *logits@torch-*_cpu_float32"
+            ".safetensors does not exist. Snapshots recorded for other environments: none. Record it "
+            "with: pytest 'test_model.py::test_logits' --tinykit-update-snapshots",
+        ]
+    )
     written = pytester.runpytest_subprocess("--tinykit-update-snapshots")
     written.assert_outcomes(passed=1)
     written.stdout.fnmatch_lines(["tinykit: wrote 2 tensor snapshot(s)"])
@@ -39,12 +41,14 @@ def test_snapshot_lifecycle_missing_then_written_then_compared(pytester, monkeyp
     monkeypatch.setenv("SHIFT", "0.5")
     shifted = pytester.runpytest_subprocess()
     shifted.assert_outcomes(failed=1)
-    shifted.stdout.fnmatch_lines([
-        "*SnapshotMismatch: Tensor snapshot 'logits' differs from *: 'logits': 6 of 6 elements "
-        "differ (rtol=1.3e-06, atol=1e-05 for float32). First at index (0, 0): actual * vs "
-        "expected *. Max abs error 0.5 at (*), max rel error * at (*). If the change is intended, "
-        "rewrite it with: pytest 'test_model.py::test_logits' --tinykit-update-snapshots",
-    ])
+    shifted.stdout.fnmatch_lines(
+        [
+            "*SnapshotMismatch: Tensor snapshot 'logits' differs from *: 'logits': 6 of 6 elements "
+            "differ (rtol=1.3e-06, atol=1e-05 for float32). First at index (0, 0): actual * vs "
+            "expected *. Max abs error 0.5 at (*), max rel error * at (*). If the change is intended, "
+            "rewrite it with: pytest 'test_model.py::test_logits' --tinykit-update-snapshots",
+        ]
+    )
 
 
 def snap(tmp_path, update=False) -> TensorSnapshot:
@@ -81,12 +85,15 @@ def test_tolerance_depends_on_dtype(tmp_path, dtype, passes):
 def test_integers_are_exact_and_shape_changes_are_reported():
     assert compare({"t": torch.tensor([1, 2])}, {"t": torch.tensor([1, 3])}) == [
         "'t': 1 of 2 elements differ (rtol=0, atol=0 for int64). First at index (1,): actual 2 vs "
-        "expected 3. Max abs error 1 at (1,), max rel error 0.333 at (1,)"]
+        "expected 3. Max abs error 1 at (1,), max rel error 0.333 at (1,)"
+    ]
     assert compare({"t": torch.zeros(2, 3)}, {"t": torch.zeros(3, 2)}) == [
-        "'t': shape/dtype (2, 3) torch.float32 but the snapshot has (3, 2) torch.float32"]
+        "'t': shape/dtype (2, 3) torch.float32 but the snapshot has (3, 2) torch.float32"
+    ]
     assert compare({"a": torch.zeros(1)}, {"b": torch.zeros(1)}) == [
         "missing tensors ['b'] (present in the snapshot)",
-        "unexpected tensors ['a'] (absent from the snapshot)"]
+        "unexpected tensors ['a'] (absent from the snapshot)",
+    ]
 
 
 def test_nans_must_sit_at_the_same_places():
@@ -100,8 +107,11 @@ finite = st.floats(-1e3, 1e3, allow_nan=False, width=32)
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(finite, min_size=1, max_size=16), st.lists(finite, min_size=1, max_size=16),
-       st.sampled_from(["float16", "bfloat16", "float32", "float64"]))
+@given(
+    st.lists(finite, min_size=1, max_size=16),
+    st.lists(finite, min_size=1, max_size=16),
+    st.sampled_from(["float16", "bfloat16", "float32", "float64"]),
+)
 @example(xs=[0.0, 0.0], ys=[0.0, 1e-05], dtype_name="float16")  # tolerance rounds in float16
 def test_agrees_with_torch_testing_assert_close(xs, ys, dtype_name):
     """torch.testing.assert_close is the reference for which tensors count as equal."""

@@ -70,8 +70,11 @@ def tinykit_source_digest() -> str:
     version number, and a stale cached build must not outlive the code that made it."""
     package = Path(__file__).resolve().parents[1]
     h = hashlib.sha256()
-    for folder, pattern in ((package, "**/*.py"), (package.parent / "recipes", "*.toml"),
-                            (package / "recipes", "*.toml")):
+    for folder, pattern in (
+        (package, "**/*.py"),
+        (package.parent / "recipes", "*.toml"),
+        (package / "recipes", "*.toml"),
+    ):
         for path in sorted(folder.glob(pattern)):
             h.update(f"{path.relative_to(folder).as_posix()}\0{sha256_file(path)}\n".encode())
     return h.hexdigest()
@@ -152,8 +155,12 @@ class Cache:
         return self.root / "artifacts"
 
     def key(
-        self, kind: str, source: Any, spec: Mapping[str, Any],
-        revision: str | None = None, content: Any = None,
+        self,
+        kind: str,
+        source: Any,
+        spec: Mapping[str, Any],
+        revision: str | None = None,
+        content: Any = None,
     ) -> str:
         """The sha256 key of an artifact: kind + source + revision + spec + package versions.
 
@@ -185,8 +192,14 @@ class Cache:
         return path if (path / META_FILE).is_file() else None
 
     def get_or_build(
-        self, key: str, build: Callable[[Path], object], *, kind: str = "artifact",
-        source: str = "", spec: Mapping[str, Any] | None = None, name: str = "artifact",
+        self,
+        key: str,
+        build: Callable[[Path], object],
+        *,
+        kind: str = "artifact",
+        source: str = "",
+        spec: Mapping[str, Any] | None = None,
+        name: str = "artifact",
     ) -> Path:
         """Return the folder for ``key``, calling ``build(folder)`` once if it is missing.
 
@@ -214,8 +227,12 @@ class Cache:
             work.chmod(0o755)  # builders may swap in a private mkdtemp folder; the cache is shared
             seconds = time.perf_counter() - start
             record = {
-                **meta, "key": key, "versions": package_versions(), "built_at": time.time(),
-                "build_seconds": round(seconds, 4), "pid": os.getpid(),
+                **meta,
+                "key": key,
+                "versions": package_versions(),
+                "built_at": time.time(),
+                "build_seconds": round(seconds, 4),
+                "pid": os.getpid(),
                 "worker": os.environ.get("PYTEST_XDIST_WORKER", ""),
             }
             (work / META_FILE).write_text(json.dumps(record, indent=2, sort_keys=True))
@@ -231,7 +248,11 @@ class Cache:
         return final
 
     def build(
-        self, kind: str, source: Any, spec: Mapping[str, Any], base: Path | None = None,
+        self,
+        kind: str,
+        source: Any,
+        spec: Mapping[str, Any],
+        base: Path | None = None,
     ) -> Path:
         """The cached folder of ``tinykit.<builder>(source, **spec)``, built once per key.
 
@@ -241,9 +262,7 @@ class Cache:
         relative one keeps the bytes the same on every machine.
         """
         if kind not in BUILDERS:
-            raise UsageError(
-                f"Unknown artifact kind {kind!r}. Expected one of {sorted(BUILDERS)}."
-            )
+            raise UsageError(f"Unknown artifact kind {kind!r}. Expected one of {sorted(BUILDERS)}.")
         spec = dict(spec)
         keyed = base / source if base is not None and isinstance(source, str) else source
         key = self.key(kind, source, spec, revision=spec.get("revision"), content=keyed)
@@ -258,7 +277,8 @@ class Cache:
         inline = isinstance(source, (dict, list))
         shown = json.dumps(source, sort_keys=True) if inline else str(source)
         return self.get_or_build(
-            key, run_builder, kind=kind, source=shown, spec=spec, name=artifact_name(kind, source))
+            key, run_builder, kind=kind, source=shown, spec=spec, name=artifact_name(kind, source)
+        )
 
     def builds(self) -> list[dict[str, Any]]:
         """Every build performed in this cache, oldest first (cache hits are not logged)."""
@@ -272,12 +292,19 @@ class Cache:
             meta = json.loads(meta_path.read_text())
             folder = meta_path.parent
             size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
-            entries.append(CacheEntry(
-                key=folder.name, kind=meta.get("kind", "artifact"), source=meta.get("source", ""),
-                spec=meta.get("spec", {}), versions=meta.get("versions", {}), size_bytes=size,
-                built_at=meta.get("built_at", 0.0), build_seconds=meta.get("build_seconds", 0.0),
-                path=folder,
-            ))
+            entries.append(
+                CacheEntry(
+                    key=folder.name,
+                    kind=meta.get("kind", "artifact"),
+                    source=meta.get("source", ""),
+                    spec=meta.get("spec", {}),
+                    versions=meta.get("versions", {}),
+                    size_bytes=size,
+                    built_at=meta.get("built_at", 0.0),
+                    build_seconds=meta.get("build_seconds", 0.0),
+                    path=folder,
+                )
+            )
         return sorted(entries, key=lambda e: e.built_at, reverse=True)
 
     def clear(self, keys: list[str] | None = None) -> int:

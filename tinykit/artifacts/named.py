@@ -87,7 +87,8 @@ def select(specs: dict[str, FixtureSpec], names: list[str] | None) -> list[Fixtu
         return list(specs.values())
     if unknown := sorted(set(names) - specs.keys()):
         raise UsageError(
-            f"Unknown fixture(s) {unknown}. Known: {sorted(specs)}. See fixtures/*.toml.")
+            f"Unknown fixture(s) {unknown}. Known: {sorted(specs)}. See fixtures/*.toml."
+        )
     return [specs[n] for n in names]
 
 
@@ -98,7 +99,8 @@ def build_one(spec: FixtureSpec, cache: Cache | None = None) -> Path:
 
 
 def build(
-    names: list[str] | None = None, folder: str | os.PathLike[str] | None = None,
+    names: list[str] | None = None,
+    folder: str | os.PathLike[str] | None = None,
     cache: Cache | None = None,
 ) -> dict[str, Path]:
     """Build (or find in the cache) the named fixtures, or all of them; ``{name: folder}``."""
@@ -114,8 +116,10 @@ def _hashes(specs: list[FixtureSpec], fresh: bool, cache: Cache | None) -> dict[
 
 
 def lock(
-    names: list[str] | None = None, folder: str | os.PathLike[str] | None = None,
-    cache: Cache | None = None, fresh: bool = False,
+    names: list[str] | None = None,
+    folder: str | os.PathLike[str] | None = None,
+    cache: Cache | None = None,
+    fresh: bool = False,
 ) -> Path:
     """Write ``lock.json`` with the spec and file digests of the named fixtures (or all)."""
     folder = Path(folder) if folder else default_folder()
@@ -138,8 +142,10 @@ def read_lock(folder: str | os.PathLike[str] | None = None) -> dict[str, Any]:
 
 
 def verify(
-    names: list[str] | None = None, folder: str | os.PathLike[str] | None = None,
-    cache: Cache | None = None, fresh: bool = False,
+    names: list[str] | None = None,
+    folder: str | os.PathLike[str] | None = None,
+    cache: Cache | None = None,
+    fresh: bool = False,
 ) -> dict[str, Any]:
     """Check built fixtures against ``lock.json``; return the report or raise FixtureDrift.
 
@@ -169,30 +175,41 @@ def specs_by_name(specs: list[FixtureSpec]) -> dict[str, FixtureSpec]:
 def fixture_drift(name: str, locked: dict, spec: FixtureSpec, files: dict[str, str]) -> list[dict]:
     drift = []
     if {k: locked.get(k) for k in ("kind", "source", "spec")} != spec.locked():
-        drift.append({"fixture": name, "problem": "spec changed",
-                      "locked": {k: locked.get(k) for k in ("kind", "source", "spec")},
-                      "current": spec.locked()})
+        drift.append(
+            {
+                "fixture": name,
+                "problem": "spec changed",
+                "locked": {k: locked.get(k) for k in ("kind", "source", "spec")},
+                "current": spec.locked(),
+            }
+        )
     expected = locked.get("files", {})
     for rel in sorted(expected.keys() | files.keys()):
         old, new = expected.get(rel), files.get(rel)
         if old != new:
             problem = "missing" if new is None else "unexpected" if old is None else "changed"
             drift.append(
-                {"fixture": name, "file": rel, "problem": problem, "locked": old, "built": new})
+                {"fixture": name, "file": rel, "problem": problem, "locked": old, "built": new}
+            )
     return drift
 
 
 def version_changes(locked: dict[str, str], current: dict[str, str]) -> dict[str, list[str]]:
-    return {k: [locked.get(k, "absent"), current.get(k, "absent")]
-            for k in sorted(locked.keys() | current.keys()) if locked.get(k) != current.get(k)}
+    return {
+        k: [locked.get(k, "absent"), current.get(k, "absent")]
+        for k in sorted(locked.keys() | current.keys())
+        if locked.get(k) != current.get(k)
+    }
 
 
 def drift_message(report: dict[str, Any]) -> str:
     lines = []
     for d in report["drift"]:
         if "file" in d:
-            lines.append(f"{d['fixture']}: {d['file']} {d['problem']} "
-                         f"(lock {_short(d['locked'])}, built {_short(d['built'])})")
+            lines.append(
+                f"{d['fixture']}: {d['file']} {d['problem']} "
+                f"(lock {_short(d['locked'])}, built {_short(d['built'])})"
+            )
         else:
             lines.append(f"{d['fixture']}: {d['problem']}")
     changed = ", ".join(f"{k} {a} -> {b}" for k, (a, b) in report["version_changes"].items())

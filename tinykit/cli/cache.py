@@ -15,12 +15,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     for name, helptext in (("ls", "list cached artifacts"), ("clear", "delete cached artifacts")):
         p = actions.add_parser(name, help=helptext)
-        p.add_argument("--cache-dir", default=None,
-                       help="cache root (default: TINYKIT_CACHE, else ~/.cache/tinykit)")
+        p.add_argument(
+            "--cache-dir",
+            default=None,
+            help="cache root (default: TINYKIT_CACHE, else ~/.cache/tinykit)",
+        )
         p.add_argument("--json", action="store_true", help="print JSON")
         p.set_defaults(func=run_ls if name == "ls" else run_clear)
     actions.choices["clear"].add_argument(
-        "keys", nargs="*", metavar="KEY", help="delete only keys starting with these prefixes")
+        "keys", nargs="*", metavar="KEY", help="delete only keys starting with these prefixes"
+    )
 
 
 def run_ls(args: argparse.Namespace) -> int:

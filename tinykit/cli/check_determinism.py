@@ -21,16 +21,27 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog="examples:\n  " + "\n  ".join(EXAMPLES),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("fn", metavar="MODULE:FUNCTION",
-                   help="the function: 'package.module:function' or 'path/file.py:function'")
+    p.add_argument(
+        "fn",
+        metavar="MODULE:FUNCTION",
+        help="the function: 'package.module:function' or 'path/file.py:function'",
+    )
     p.add_argument("--runs", type=int, default=2, help="how many runs to compare (default 2)")
-    p.add_argument("--mode", choices=("process", "inprocess"), default="process",
-                   help="fresh interpreter per run (default) or all runs in this process")
-    p.add_argument("--atol", type=float, default=0.0,
-                   help="absolute tolerance; 0 (default) compares bitwise")
+    p.add_argument(
+        "--mode",
+        choices=("process", "inprocess"),
+        default="process",
+        help="fresh interpreter per run (default) or all runs in this process",
+    )
+    p.add_argument(
+        "--atol", type=float, default=0.0, help="absolute tolerance; 0 (default) compares bitwise"
+    )
     p.add_argument("--seed", type=int, default=0, help="seed for every run (default 0)")
-    p.add_argument("--deterministic", action="store_true",
-                   help="also enable torch deterministic algorithms in each run")
+    p.add_argument(
+        "--deterministic",
+        action="store_true",
+        help="also enable torch deterministic algorithms in each run",
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=run)
 
@@ -38,11 +49,19 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from tinykit.repro.determinism import check_determinism
 
-    report = check_determinism(args.fn, runs=args.runs, mode=args.mode, atol=args.atol,
-                               seed=args.seed, deterministic=args.deterministic)
-    text = (f"deterministic: {report.runs} runs of {report.fn} matched "
-            f"({'bitwise' if not report.atol else f'atol={report.atol}'}; {report.records} records "
-            f"from {report.modules} modules; seed={report.seed}, mode={report.mode}; "
-            f"run seconds {report.seconds})")
+    report = check_determinism(
+        args.fn,
+        runs=args.runs,
+        mode=args.mode,
+        atol=args.atol,
+        seed=args.seed,
+        deterministic=args.deterministic,
+    )
+    text = (
+        f"deterministic: {report.runs} runs of {report.fn} matched "
+        f"({'bitwise' if not report.atol else f'atol={report.atol}'}; {report.records} records "
+        f"from {report.modules} modules; seed={report.seed}, mode={report.mode}; "
+        f"run seconds {report.seconds})"
+    )
     emit(dataclasses.asdict(report), args.json, text)
     return 0

@@ -20,13 +20,26 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--backend", choices=["auto", "gloo", "nccl"], default="auto",
-                   help="auto: NCCL when every local rank has a GPU, else gloo (default)")
-    p.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
-                   help="process-group timeout: a silent peer fails the check after it "
-                        "(default 60)")
-    p.add_argument("--nproc", type=int, default=2, metavar="N",
-                   help="ranks to start when not launched by torchrun (default 2)")
+    p.add_argument(
+        "--backend",
+        choices=["auto", "gloo", "nccl"],
+        default="auto",
+        help="auto: NCCL when every local rank has a GPU, else gloo (default)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="process-group timeout: a silent peer fails the check after it (default 60)",
+    )
+    p.add_argument(
+        "--nproc",
+        type=int,
+        default=2,
+        metavar="N",
+        help="ranks to start when not launched by torchrun (default 2)",
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON (rank 0 only)")
     p.set_defaults(func=run)
 

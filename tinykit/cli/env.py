@@ -15,16 +15,21 @@ EXAMPLES = [
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "env", help="capture the software/hardware environment (secrets redacted), or diff two",
+        "env",
+        help="capture the software/hardware environment (secrets redacted), or diff two",
         epilog="examples:\n  " + "\n  ".join(EXAMPLES),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     actions = p.add_subparsers(dest="env_command", metavar="ACTION", required=True)
     cap = actions.add_parser("capture", help="write the environment bundle as JSON")
-    cap.add_argument("-o", "--output", metavar="FILE",
-                     help="write the bundle here (default: print it to stdout)")
-    cap.add_argument("--all-env", action="store_true",
-                     help="keep all environment variables, not only relevant ones (still redacted)")
+    cap.add_argument(
+        "-o", "--output", metavar="FILE", help="write the bundle here (default: print it to stdout)"
+    )
+    cap.add_argument(
+        "--all-env",
+        action="store_true",
+        help="keep all environment variables, not only relevant ones (still redacted)",
+    )
     cap.set_defaults(func=run_capture)
     dif = actions.add_parser("diff", help="what differs between two bundles, most relevant first")
     dif.add_argument("a", metavar="A", help="first bundle (from tinykit env capture -o)")
@@ -38,8 +43,10 @@ def run_capture(args: argparse.Namespace) -> int:
 
     bundle = capture(args.output, all_env=args.all_env)
     if args.output:
-        print(f"wrote {args.output} ({len(bundle['packages'])} packages, "
-              f"{len(bundle['env'])} environment variables, secrets redacted)")
+        print(
+            f"wrote {args.output} ({len(bundle['packages'])} packages, "
+            f"{len(bundle['env'])} environment variables, secrets redacted)"
+        )
     else:
         print(to_json(bundle), end="")
     return 0

@@ -19,13 +19,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     ):
         p = actions.add_parser(name, help=helptext)
         p.add_argument("names", nargs="*", metavar="NAME", help="fixture names (default: all)")
-        p.add_argument("--fixtures-dir", default=None,
-                       help="folder holding *.toml specs and lock.json (default: tinykit's own)")
-        p.add_argument("--cache-dir", default=None,
-                       help="artifact cache (default: TINYKIT_CACHE, else ~/.cache/tinykit)")
+        p.add_argument(
+            "--fixtures-dir",
+            default=None,
+            help="folder holding *.toml specs and lock.json (default: tinykit's own)",
+        )
+        p.add_argument(
+            "--cache-dir",
+            default=None,
+            help="artifact cache (default: TINYKIT_CACHE, else ~/.cache/tinykit)",
+        )
         if name != "build":
-            p.add_argument("--fresh", action="store_true",
-                           help="build in a throwaway cache instead of reusing cached builds")
+            p.add_argument(
+                "--fresh",
+                action="store_true",
+                help="build in a throwaway cache instead of reusing cached builds",
+            )
         p.add_argument("--json", action="store_true", help="print JSON")
         p.set_defaults(func=run)
 

@@ -92,9 +92,13 @@ def check_rank(backend: str = "auto", timeout: float = 60.0) -> dict[str, Any]:
         ) from e
     rank, world = dist.get_rank(), dist.get_world_size()
     me = {
-        "rank": rank, "local_rank": local_rank, "host": socket.gethostname(),
+        "rank": rank,
+        "local_rank": local_rank,
+        "host": socket.gethostname(),
         "node_rank": int(os.environ.get("GROUP_RANK", os.environ.get("NODE_RANK", "0"))),
-        "device": str(device), "all_reduce": total, "seconds": round(time.monotonic() - started, 3),
+        "device": str(device),
+        "all_reduce": total,
+        "seconds": round(time.monotonic() - started, 3),
     }
     reports: list[Any] = [None] * world
     dist.all_gather_object(reports, me)
@@ -122,8 +126,13 @@ def check_locally(nproc: int = 2, backend: str = "auto", timeout: float = 60.0) 
 
     backend = resolve_backend(backend, nproc)
     results = run_distributed(
-        _check_in_rank, args=(backend, timeout), world_size=nproc, backend=backend,
-        timeout=timeout, fresh=True, name="dist-check",
+        _check_in_rank,
+        args=(backend, timeout),
+        world_size=nproc,
+        backend=backend,
+        timeout=timeout,
+        fresh=True,
+        name="dist-check",
     )
     return results[0]
 

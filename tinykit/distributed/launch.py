@@ -25,7 +25,7 @@ BACKENDS = ("auto", "gloo", "nccl")
 
 
 def resolve_backend(backend: str, world_size: int) -> str:
-    """"auto" → "nccl" when at least `world_size` GPUs are visible, else "gloo".
+    """ "auto" → "nccl" when at least `world_size` GPUs are visible, else "gloo".
 
     Counting GPUs does not initialise CUDA in this process (`torch.cuda.device_count`).
 
@@ -53,7 +53,8 @@ def resolve_backend(backend: str, world_size: int) -> str:
         f"backend='nccl' with world_size={world_size} needs {world_size} visible GPUs; found {gpus}"
         " (CUDA_VISIBLE_DEVICES and torch.cuda.device_count()). Run on a machine with enough GPUs,"
         " or use backend='auto' to fall back to gloo on CPU.",
-        required=world_size, found=gpus,
+        required=world_size,
+        found=gpus,
     )
 
 
@@ -161,27 +162,38 @@ def _summary(o: RankOutcome) -> str:
 
 
 def _failure(name: str, backend: str, timeout: float, outcomes: list[RankOutcome]) -> Exception:
-    failed = sorted((o for o in outcomes if o.status in ("error", "died")),
-                    key=lambda o: o.failed_at)
+    failed = sorted(
+        (o for o in outcomes if o.status in ("error", "died")), key=lambda o: o.failed_at
+    )
     hung = [o for o in outcomes if o.status == "hung"]
     per_rank = [
-        {"rank": o.rank, "status": o.status, "error": o.error, "exit_code": o.exit_code,
-         "stack": o.stack, "output": o.output}
+        {
+            "rank": o.rank,
+            "status": o.status,
+            "error": o.error,
+            "exit_code": o.exit_code,
+            "stack": o.stack,
+            "output": o.output,
+        }
         for o in outcomes
     ]
     world = f"{name} on {len(outcomes)} ranks ({backend})"
     if failed:
         first = failed[0]  # the first rank to fail is the likely cause
         head = f"{world} failed: {_summary(first)}."
-        advice = (f"Fix the error in rank {first.rank}'s traceback below; what the other ranks "
-                  "report is usually a consequence (a peer left a collective).")
+        advice = (
+            f"Fix the error in rank {first.rank}'s traceback below; what the other ranks "
+            "report is usually a consequence (a peer left a collective)."
+        )
     else:
         ids = ", ".join(str(o.rank) for o in hung)
         head = f"{world} timed out after {timeout:g} s: rank(s) {ids} were still running."
-        advice = ("The Python stacks below show where each rank waits; ranks stuck in different "
-                  "collectives (or one rank skipping a collective) is the usual cause. If the "
-                  "code is only slow, raise the limit: timeout=... (marker "
-                  "tinykit_dist(timeout=...) or --tinykit-dist-timeout).")
+        advice = (
+            "The Python stacks below show where each rank waits; ranks stuck in different "
+            "collectives (or one rank skipping a collective) is the usual cause. If the "
+            "code is only slow, raise the limit: timeout=... (marker "
+            "tinykit_dist(timeout=...) or --tinykit-dist-timeout)."
+        )
     sections = [head, advice]
     for o in outcomes:
         if o.status == "error" and o.error:
@@ -190,9 +202,12 @@ def _failure(name: str, backend: str, timeout: float, outcomes: list[RankOutcome
             tail = "\n".join(o.output[-15:])
             sections.append(f"--- {_summary(o)}; last output ---\n{tail}")
         elif o.status == "hung":
-            sections.append(f"--- rank {o.rank} Python stacks (still running) ---\n"
-                            f"{o.stack or '(no stack: the process did not answer SIGUSR1)'}")
+            sections.append(
+                f"--- rank {o.rank} Python stacks (still running) ---\n"
+                f"{o.stack or '(no stack: the process did not answer SIGUSR1)'}"
+            )
     return DistributedTestFailed(
-        "\n".join(sections), per_rank=per_rank, timed_out=not failed and bool(hung),
+        "\n".join(sections),
+        per_rank=per_rank,
+        timed_out=not failed and bool(hung),
     )
-

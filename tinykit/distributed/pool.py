@@ -78,7 +78,10 @@ class RankPool:
     """
 
     def __init__(
-        self, world_size: int, backend: str, env: dict[str, str] | None = None,
+        self,
+        world_size: int,
+        backend: str,
+        env: dict[str, str] | None = None,
         start_timeout: float = 180.0,
     ) -> None:
         self.world_size = world_size
@@ -104,22 +107,43 @@ class RankPool:
         env = {**os.environ, POOL_TAG_VAR: self.tag, "PYTHONUNBUFFERED": "1"}
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
         proc = subprocess.Popen(
-            [sys.executable, "-u", "-m", "tinykit.distributed._worker", str(job_r), str(res_w),
-             str(stack_path)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            pass_fds=(job_r, res_w), start_new_session=True, env=env,
+            [
+                sys.executable,
+                "-u",
+                "-m",
+                "tinykit.distributed._worker",
+                str(job_r),
+                str(res_w),
+                str(stack_path),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            pass_fds=(job_r, res_w),
+            start_new_session=True,
+            env=env,
         )
         os.close(job_r)
         os.close(res_w)
         readers = []
         for name, stream in (("stdout", proc.stdout), ("stderr", proc.stderr)):
             self._ends[(rank, name)] = threading.Event()
-            t = threading.Thread(target=self._read, args=(rank, name, stream), daemon=True,
-                                 name=f"tinykit-rank{rank}-{name}")
+            t = threading.Thread(
+                target=self._read,
+                args=(rank, name, stream),
+                daemon=True,
+                name=f"tinykit-rank{rank}-{name}",
+            )
             t.start()
             readers.append(t)
-        return _Rank(rank, proc, Connection(job_w, readable=False),
-                     Connection(res_r, writable=False), stack_path, readers)
+        return _Rank(
+            rank,
+            proc,
+            Connection(job_w, readable=False),
+            Connection(res_r, writable=False),
+            stack_path,
+            readers,
+        )
 
     def _read(self, rank: int, name: str, stream: Any) -> None:
         prefix = f"[rank {rank}]"
@@ -173,8 +197,14 @@ class RankPool:
 
     # ---- jobs ------------------------------------------------------------------------------
 
-    def run(self, payload: bytes, *, timeout: float, pg_timeout: float | None = None,
-            job_env: dict[str, str] | None = None) -> list[RankOutcome]:
+    def run(
+        self,
+        payload: bytes,
+        *,
+        timeout: float,
+        pg_timeout: float | None = None,
+        job_env: dict[str, str] | None = None,
+    ) -> list[RankOutcome]:
         """Run one job (pickled `(fn, args, kwargs)`) on every rank; never raises for rank failures.
 
         Returns one outcome per rank. Ranks that have not answered `timeout` s after the start, or
@@ -198,10 +228,15 @@ class RankPool:
                 "job_id": self.jobs_run,
                 "env": {
                     **base,
-                    "RANK": str(r.rank), "LOCAL_RANK": str(r.rank), "GROUP_RANK": "0",
-                    "WORLD_SIZE": str(self.world_size), "LOCAL_WORLD_SIZE": str(self.world_size),
-                    "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(store.port),
-                    "TORCHELASTIC_USE_AGENT_STORE": "True", POOL_TAG_VAR: self.tag,
+                    "RANK": str(r.rank),
+                    "LOCAL_RANK": str(r.rank),
+                    "GROUP_RANK": "0",
+                    "WORLD_SIZE": str(self.world_size),
+                    "LOCAL_WORLD_SIZE": str(self.world_size),
+                    "MASTER_ADDR": "127.0.0.1",
+                    "MASTER_PORT": str(store.port),
+                    "TORCHELASTIC_USE_AGENT_STORE": "True",
+                    POOL_TAG_VAR: self.tag,
                 },
                 "sys_path": list(sys.path),
                 "rng": rng,
@@ -254,9 +289,13 @@ class RankPool:
             try:
                 return RankOutcome(r.rank, "ok", value=pickle.loads(msg["value"]))
             except Exception as e:  # e.g. a class the rank could import and this process cannot
-                error = {"type": type(e).__qualname__, "pytest_outcome": None, "exception": e,
-                         "message": f"its return value cannot be unpickled here: {e}",
-                         "traceback": f"(rank {r.rank} returned, but unpickling failed: {e!r})"}
+                error = {
+                    "type": type(e).__qualname__,
+                    "pytest_outcome": None,
+                    "exception": e,
+                    "message": f"its return value cannot be unpickled here: {e}",
+                    "traceback": f"(rank {r.rank} returned, but unpickling failed: {e!r})",
+                }
                 return RankOutcome(r.rank, "error", error=error, failed_at=time.time())
         error = dict(msg["error"])
         exc_bytes = error.pop("exc_bytes")
@@ -266,8 +305,9 @@ class RankPool:
             error["exception"] = None
         return RankOutcome(r.rank, "error", error=error, failed_at=msg["failed_at"])
 
-    def _dump_stacks(self, ranks: list[_Rank], offsets: dict[int, int],
-                     outcomes: dict[int, RankOutcome]) -> None:
+    def _dump_stacks(
+        self, ranks: list[_Rank], offsets: dict[int, int], outcomes: dict[int, RankOutcome]
+    ) -> None:
         for r in ranks:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(r.proc.pid, STACK_SIGNAL)

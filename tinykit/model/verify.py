@@ -205,7 +205,9 @@ def _tokenizer(model: Any, folder: Path, inputs: dict, report: VerifyReport) -> 
     if "input_ids" not in inputs:
         return
     ids = AutoTokenizer.from_pretrained(folder)(PROBE, return_tensors="pt")["input_ids"]
-    ids = ids[:, : getattr(model.config.get_text_config(decoder=True), "max_position_embeddings", None)]
+    ids = ids[
+        :, : getattr(model.config.get_text_config(decoder=True), "max_position_embeddings", None)
+    ]
     try:
         with torch.no_grad():
             logits = _first_tensor(model(**{**inputs, "input_ids": ids.repeat(BATCH, 1)}))

@@ -41,8 +41,10 @@ class TensorSummary:
     def stats(self) -> str:
         if self.mean is None:
             return f"{self.dtype}{list(self.shape)}"
-        return (f"{self.dtype}{list(self.shape)} mean={self.mean:.6g} std={self.std:.6g} "
-                f"absmax={self.absmax:.6g}")
+        return (
+            f"{self.dtype}{list(self.shape)} mean={self.mean:.6g} std={self.std:.6g} "
+            f"absmax={self.absmax:.6g}"
+        )
 
 
 @dataclass
@@ -96,8 +98,12 @@ def summarize(t: torch.Tensor, keep_values: bool) -> TensorSummary:
         mean, absmax = f64.mean().item(), f64.abs().max().item()
         std = f64.std().item() if flat.numel() > 1 else 0.0
     return TensorSummary(
-        hash=digest, shape=tuple(t.shape), dtype=str(t.dtype).replace("torch.", ""),
-        mean=mean, std=std, absmax=absmax,
+        hash=digest,
+        shape=tuple(t.shape),
+        dtype=str(t.dtype).replace("torch.", ""),
+        mean=mean,
+        std=std,
+        absmax=absmax,
         values=flat.clone() if keep_values or flat.numel() <= KEEP_VALUES_UP_TO else None,
     )
 
@@ -164,8 +170,12 @@ class Recorder:
             self._roots += 1
             prefix = "" if self._roots == 1 else f"{type(module).__name__}#{self._roots}."
             for sub_name, sub in module.named_modules():
-                self._names.setdefault(sub, prefix + sub_name if sub_name else
-                                       (prefix.rstrip(".") or type(module).__name__))
+                self._names.setdefault(
+                    sub,
+                    prefix + sub_name
+                    if sub_name
+                    else (prefix.rstrip(".") or type(module).__name__),
+                )
         return self._names[module]
 
     def _pre_hook(self, module: torch.nn.Module, args: Any) -> None:
@@ -176,8 +186,15 @@ class Recorder:
         parent = self._stack[-1][1] if self._stack else ""
         summ = [summarize(t, self.keep_values) for t in iter_tensors((args, kwargs))]
         outs = list(iter_tensors(output))
-        self._add(seq, name, "forward", inputs=summ, parent=parent,
-                  outputs=[summarize(t, self.keep_values) for t in outs], state=_state_hash(module))
+        self._add(
+            seq,
+            name,
+            "forward",
+            inputs=summ,
+            parent=parent,
+            outputs=[summarize(t, self.keep_values) for t in outs],
+            state=_state_hash(module),
+        )
         for i, t in enumerate(outs):
             if t.requires_grad:
                 label = name if len(outs) == 1 else f"{name}[{i}]"
@@ -185,8 +202,13 @@ class Recorder:
 
     def _grad_hook(self, name: str, parent: str):
         def hook(grad: torch.Tensor) -> None:
-            self._add(self._next_seq(), name, "grad", parent=parent,
-                      outputs=[summarize(grad, self.keep_values)])
+            self._add(
+                self._next_seq(),
+                name,
+                "grad",
+                parent=parent,
+                outputs=[summarize(grad, self.keep_values)],
+            )
 
         return hook
 

@@ -54,17 +54,24 @@ def parse_seed(value: str) -> int | str:
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("tinykit", "tinykit: tiny fixtures and reproducibility")
     group.addoption(
-        "--tinykit-seed", type=parse_seed, default=None, metavar="N|last",
+        "--tinykit-seed",
+        type=parse_seed,
+        default=None,
+        metavar="N|last",
         help="session seed; each test runs under seed+crc32(nodeid). 'last' reuses the previous "
         "run's seed. Default: TINYKIT_SEED, else random (printed in the header).",
     )
     group.addoption(
-        "--tinykit-cache-dir", default=None, metavar="DIR",
+        "--tinykit-cache-dir",
+        default=None,
+        metavar="DIR",
         help="where built tiny artifacts are cached. Default: TINYKIT_CACHE, "
         "else ~/.cache/tinykit.",
     )
     group.addoption(
-        "--tinykit-update-snapshots", action="store_true", default=False,
+        "--tinykit-update-snapshots",
+        action="store_true",
+        default=False,
         help="rewrite tensor_snapshot golden files instead of comparing with them.",
     )
 
@@ -93,7 +100,8 @@ def _session_seed(config: pytest.Config) -> tuple[int, bool]:
             option = parse_seed(env)
         except ArgumentTypeError as e:
             raise pytest.UsageError(
-                f"TINYKIT_SEED: {e}. Set an integer, 'last', or unset it.") from None
+                f"TINYKIT_SEED: {e}. Set an integer, 'last', or unset it."
+            ) from None
     if option == "last":
         cache = getattr(config, "cache", None)  # None under -p no:cacheprovider
         last = cache.get(CACHE_SEED_KEY, None) if cache else None
@@ -184,10 +192,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
     report = yield
     if report.failed and TEST_SEED in item.stash:
         seed = item.config.stash[SEED]
-        report.sections.append((
-            "tinykit", f"test seed {item.stash[TEST_SEED]} from session seed {seed}. "
-            f"Reproduce: pytest '{item.nodeid}' --tinykit-seed={seed}",
-        ))
+        report.sections.append(
+            (
+                "tinykit",
+                f"test seed {item.stash[TEST_SEED]} from session seed {seed}. "
+                f"Reproduce: pytest '{item.nodeid}' --tinykit-seed={seed}",
+            )
+        )
     return report
 
 

@@ -29,12 +29,17 @@ _REGISTRY = pytest.StashKey[Any]()
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("tinykit")
     group.addoption(
-        "--tinykit-dist-timeout", type=float, default=None, metavar="SECONDS",
+        "--tinykit-dist-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
         help="time limit of each distributed test once its ranks are up (default: env "
-             f"TINYKIT_DIST_TIMEOUT or {DEFAULT_TIMEOUT_S:g}); a marker's timeout= wins",
+        f"TINYKIT_DIST_TIMEOUT or {DEFAULT_TIMEOUT_S:g}); a marker's timeout= wins",
     )
     group.addoption(
-        "--tinykit-dist-fresh", action="store_true", default=False,
+        "--tinykit-dist-fresh",
+        action="store_true",
+        default=False,
         help="start new rank processes for every distributed test instead of reusing a warm pool",
     )
 
@@ -107,20 +112,35 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         pytest.skip(str(e))
 
 
-def _run(config: pytest.Config, fn: Callable[..., Any], *, world_size: int = 2,
-         backend: str = "auto", timeout: float | None = None, fresh: bool = False,
-         env: dict[str, str] | None = None, args: tuple[Any, ...] = (),
-         kwargs: dict[str, Any] | None = None, name: str | None = None) -> list[Any]:
+def _run(
+    config: pytest.Config,
+    fn: Callable[..., Any],
+    *,
+    world_size: int = 2,
+    backend: str = "auto",
+    timeout: float | None = None,
+    fresh: bool = False,
+    env: dict[str, str] | None = None,
+    args: tuple[Any, ...] = (),
+    kwargs: dict[str, Any] | None = None,
+    name: str | None = None,
+) -> list[Any]:
     from tinykit.distributed.launch import run_distributed
     from tinykit.errors import DistributedTestFailed
 
     __tracebackhide__ = True  # the message already holds the ranks' tracebacks
     try:
         return run_distributed(
-            fn, args=args, kwargs=kwargs, world_size=world_size, backend=backend,
+            fn,
+            args=args,
+            kwargs=kwargs,
+            world_size=world_size,
+            backend=backend,
             timeout=_timeout(config, timeout),
             fresh=fresh or config.getoption("tinykit_dist_fresh"),
-            env=env, registry=_registry(config), name=name,
+            env=env,
+            registry=_registry(config),
+            name=name,
         )
     except DistributedTestFailed as e:
         # pytest.skip()/xfail() called on every failing rank: report it as that, not a failure
@@ -144,8 +164,14 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     fn = pyfuncitem.obj
     if pyfuncitem.instance is not None:  # a method: send the plain function and the instance
         fn, args = fn.__func__, (pyfuncitem.instance,)
-    _run(pyfuncitem.config, fn, args=args, kwargs=funcargs, name=pyfuncitem.nodeid,
-         **_marker_kwargs(pyfuncitem))
+    _run(
+        pyfuncitem.config,
+        fn,
+        args=args,
+        kwargs=funcargs,
+        name=pyfuncitem.nodeid,
+        **_marker_kwargs(pyfuncitem),
+    )
     return True
 
 
@@ -156,9 +182,16 @@ def dist_launch(request: pytest.FixtureRequest) -> Callable[..., list[Any]]:
     """
     config = request.config
 
-    def launch(fn: Callable[..., Any], *args: Any, world_size: int = 2, backend: str = "auto",
-               timeout: float | None = None, fresh: bool = False,
-               env: dict[str, str] | None = None, **kwargs: Any) -> list[Any]:
+    def launch(
+        fn: Callable[..., Any],
+        *args: Any,
+        world_size: int = 2,
+        backend: str = "auto",
+        timeout: float | None = None,
+        fresh: bool = False,
+        env: dict[str, str] | None = None,
+        **kwargs: Any,
+    ) -> list[Any]:
         from tinykit.distributed.launch import resolve_backend
         from tinykit.errors import DeviceUnavailableError
 
@@ -167,8 +200,17 @@ def dist_launch(request: pytest.FixtureRequest) -> Callable[..., list[Any]]:
             resolve_backend(backend, world_size)
         except DeviceUnavailableError as e:
             pytest.skip(str(e))
-        return _run(config, fn, world_size=world_size, backend=backend, timeout=timeout,
-                    fresh=fresh, env=env, args=args, kwargs=kwargs)
+        return _run(
+            config,
+            fn,
+            world_size=world_size,
+            backend=backend,
+            timeout=timeout,
+            fresh=fresh,
+            env=env,
+            args=args,
+            kwargs=kwargs,
+        )
 
     return launch
 

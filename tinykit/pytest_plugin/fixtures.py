@@ -85,7 +85,10 @@ def resolve(kinds: tuple[str, ...], source: Any, spec: dict[str, Any]) -> Fixtur
 
 
 def _factory(
-    kinds: tuple[str, ...], cache: Cache, loaded: dict, load: Callable[[Path], Any],
+    kinds: tuple[str, ...],
+    cache: Cache,
+    loaded: dict,
+    load: Callable[[Path], Any],
     private_copy: bool = True,
 ) -> Callable:
     def make(source: Any, **spec: Any) -> tuple[Any, Path]:

@@ -46,6 +46,7 @@ WRITTEN = pytest.StashKey[list]()  # snapshot files written this session, for th
 
 def env_key(tensors: Mapping[str, torch.Tensor]) -> str:
     """``torch-<v>_transformers-<v>_<device>_<dtypes>`` for the tensors being compared."""
+
     def version(name: str) -> str:
         try:
             return metadata.version(name)
@@ -62,8 +63,10 @@ def tolerances(dtype: torch.dtype) -> tuple[float, float]:
 
 
 def compare(
-    actual: Mapping[str, torch.Tensor], expected: Mapping[str, torch.Tensor],
-    rtol: float | None = None, atol: float | None = None,
+    actual: Mapping[str, torch.Tensor],
+    expected: Mapping[str, torch.Tensor],
+    rtol: float | None = None,
+    atol: float | None = None,
 ) -> list[str]:
     """Describe every difference between two tensor dicts; an empty list means they match.
 
@@ -83,13 +86,19 @@ def compare(
 
 
 def _compare_one(
-    name: str, a: torch.Tensor, e: torch.Tensor, rtol: float | None, atol: float | None,
+    name: str,
+    a: torch.Tensor,
+    e: torch.Tensor,
+    rtol: float | None,
+    atol: float | None,
 ) -> str | None:
     import torch
 
     if a.shape != e.shape or a.dtype != e.dtype:
-        return (f"{name!r}: shape/dtype {tuple(a.shape)} {a.dtype} but the snapshot has "
-                f"{tuple(e.shape)} {e.dtype}")
+        return (
+            f"{name!r}: shape/dtype {tuple(a.shape)} {a.dtype} but the snapshot has "
+            f"{tuple(e.shape)} {e.dtype}"
+        )
     default_rtol, default_atol = tolerances(a.dtype)
     rtol = default_rtol if rtol is None else rtol
     atol = default_atol if atol is None else atol
@@ -102,7 +111,7 @@ def _compare_one(
     if a.dtype.is_floating_point or a.is_complex():
         bad = ~torch.isclose(a_cpu, e_cpu, rtol=rtol, atol=atol, equal_nan=True)
     else:
-        bad = (abs_err > atol + rtol * e64.abs())
+        bad = abs_err > atol + rtol * e64.abs()
     if not bool(bad.any()):
         return None
     finite_err = torch.where(both_nan | same_inf, torch.zeros_like(abs_err), abs_err)
@@ -140,8 +149,12 @@ class TensorSnapshot:
         self.written: list[Path] = []
 
     def __call__(
-        self, name: str, value: torch.Tensor | Mapping[str, torch.Tensor], *,
-        rtol: float | None = None, atol: float | None = None,
+        self,
+        name: str,
+        value: torch.Tensor | Mapping[str, torch.Tensor],
+        *,
+        rtol: float | None = None,
+        atol: float | None = None,
     ) -> None:
         """Check ``value`` (a tensor or a ``{name: tensor}`` dict) against snapshot ``name``.
 
@@ -161,14 +174,17 @@ class TensorSnapshot:
                 f"No snapshot {name!r} for this environment: {path} does not exist. "
                 f"Snapshots recorded for other environments: {others or 'none'}. "
                 f"Record it with: pytest '{self.nodeid}' {UPDATE_FLAG}",
-                path=path, name=name,
+                path=path,
+                name=name,
             )
         problems = compare(tensors, load_file(path), rtol=rtol, atol=atol)
         if problems:
             raise SnapshotMismatch(
                 f"Tensor snapshot {name!r} differs from {path}: " + "; ".join(problems) + ". "
                 f"If the change is intended, rewrite it with: pytest '{self.nodeid}' {UPDATE_FLAG}",
-                path=path, name=name, problems=problems,
+                path=path,
+                name=name,
+                problems=problems,
             )
 
     def _as_dict(self, name: str, value: object) -> dict[str, torch.Tensor]:
@@ -176,8 +192,10 @@ class TensorSnapshot:
 
         if isinstance(value, torch.Tensor):
             return {name: value}
-        if isinstance(value, Mapping) and value and all(
-            isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in value.items()
+        if (
+            isinstance(value, Mapping)
+            and value
+            and all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in value.items())
         ):
             return dict(value)
         raise UsageError(

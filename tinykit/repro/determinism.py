@@ -93,11 +93,13 @@ def check_determinism(
         UsageError: bad arguments, or `fn` is not importable in process mode.
     """
     if runs < 2:
-        raise UsageError(f"check_determinism(runs={runs}) cannot compare anything. "
-                         "Pass runs=2 or more.")
+        raise UsageError(
+            f"check_determinism(runs={runs}) cannot compare anything. Pass runs=2 or more."
+        )
     if mode not in ("process", "inprocess"):
-        raise UsageError(f"check_determinism(mode={mode!r}) is unknown. "
-                         "Use mode='process' or mode='inprocess'.")
+        raise UsageError(
+            f"check_determinism(mode={mode!r}) is unknown. Use mode='process' or mode='inprocess'."
+        )
     if atol < 0:
         raise UsageError(f"check_determinism(atol={atol}) is negative. Pass atol=0 for bitwise.")
     ref = fn if isinstance(fn, str) else _reference(fn) if mode == "process" else _describe(fn)
@@ -109,26 +111,39 @@ def check_determinism(
         results = [record_run(call, seed, deterministic, keep_values) for _ in range(runs)]
     records = [r for r, _ in results]
     report = DeterminismReport(
-        fn=ref, mode=mode, runs=runs, seed=seed, atol=atol, records=len(records[0]),
-        modules=len({r.module for r in records[0]}), seconds=[round(s, 3) for _, s in results],
+        fn=ref,
+        mode=mode,
+        runs=runs,
+        seed=seed,
+        atol=atol,
+        records=len(records[0]),
+        modules=len({r.module for r in records[0]}),
+        seconds=[round(s, 3) for _, s in results],
     )
     for i in range(1, runs):
         first = compare(records[0], records[i], atol, run=i)
         if first is not None:
             report.equal, report.first_diff = False, first
             flags = " --deterministic" if deterministic else ""
-            again = ("" if "<" in ref else f" Reproduce: tinykit check-determinism {ref} "
-                     f"--mode {mode} --seed {seed}{flags}")
+            again = (
+                ""
+                if "<" in ref
+                else f" Reproduce: tinykit check-determinism {ref} "
+                f"--mode {mode} --seed {seed}{flags}"
+            )
             raise NondeterminismError(
                 f"{runs} runs of {ref} differ (seed={seed}, mode={mode}, "
                 f"deterministic={deterministic}): {first.detail}{again}",
-                first_diff=first, seed=seed, report=report,
+                first_diff=first,
+                seed=seed,
+                report=report,
             )
     return report
 
 
-def record_run(fn: Callable[[], Any], seed: int, deterministic: bool, keep_values: bool
-               ) -> tuple[list[Record], float]:
+def record_run(
+    fn: Callable[[], Any], seed: int, deterministic: bool, keep_values: bool
+) -> tuple[list[Record], float]:
     """Seed, then run `fn` once under a `Recorder`; returns the records and the seconds taken."""
     from tinykit.repro.seed import seed_everything
 
@@ -157,9 +172,13 @@ def compare(a: list[Record], b: list[Record], atol: float = 0, run: int = 1) -> 
             return FirstDiff(ra.module, ra.kind, ra.call, run, f"{where} is beyond atol={atol:g}.")
         if first.kind == "order":
             return first
-        return FirstDiff(first.module, first.kind, first.call, run,
-                         f"{first.detail} The tolerance atol={atol:g} is first exceeded at "
-                         f"{where}.")
+        return FirstDiff(
+            first.module,
+            first.kind,
+            first.call,
+            run,
+            f"{first.detail} The tolerance atol={atol:g} is first exceeded at {where}.",
+        )
     return _first_divergence(a, b, run)
 
 
@@ -176,10 +195,15 @@ def _first_divergence(a: list[Record], b: list[Record], run: int) -> FirstDiff |
     clean_so_far = True  # no earlier record differed at all
     for ra, rb in zip(a, b, strict=False):
         if ra.key != rb.key:
-            return FirstDiff(ra.module, "order", ra.call, run,
-                             f"the runs took different paths: run 0 recorded {_label(ra)} where "
-                             f"run {run} recorded {_label(rb)}. Control flow depends on "
-                             "unseeded state.")
+            return FirstDiff(
+                ra.module,
+                "order",
+                ra.call,
+                run,
+                f"the runs took different paths: run 0 recorded {_label(ra)} where "
+                f"run {run} recorded {_label(rb)}. Control flow depends on "
+                "unseeded state.",
+            )
         # A forward record lists its inputs; a gradient or a probe depends on everything before it.
         inputs_same = _same(ra.inputs, rb.inputs, 0) and (ra.kind == "forward" or clean_so_far)
         state_same = ra.state == rb.state
@@ -187,27 +211,42 @@ def _first_divergence(a: list[Record], b: list[Record], run: int) -> FirstDiff |
         if inputs_same and state_same and not outputs_same:
             return FirstDiff(ra.module, ra.kind, ra.call, run, _culprit_detail(ra, rb, run))
         clean_so_far = clean_so_far and inputs_same and state_same and outputs_same
-        if ra.kind == "forward" and (not inputs_same or not state_same) and (
-                upstream is None or ra.seq < upstream[0].seq):
+        if (
+            ra.kind == "forward"
+            and (not inputs_same or not state_same)
+            and (upstream is None or ra.seq < upstream[0].seq)
+        ):
             upstream = (ra, rb, "inputs" if not inputs_same else "parameters/buffers")
     if len(a) != len(b):
         extra = (a if len(a) > len(b) else b)[min(len(a), len(b))]
-        return FirstDiff(extra.module, "order", extra.call, run,
-                         f"run 0 made {len(a)} records and run {run} made {len(b)}; the first "
-                         f"unmatched one is {_label(extra)}.")
+        return FirstDiff(
+            extra.module,
+            "order",
+            extra.call,
+            run,
+            f"run 0 made {len(a)} records and run {run} made {len(b)}; the first "
+            f"unmatched one is {_label(extra)}.",
+        )
     if upstream is not None:
         ra, rb, what = upstream
         kind = "input" if what == "inputs" else "state"
         stats = _pair_stats(ra.inputs, rb.inputs, 0, run) if kind == "input" else ""
-        return FirstDiff(ra.module, kind, ra.call, run,
-                         f"the {what} of '{ra.module}' (call {ra.call}) already differ before it "
-                         f"ran, and no module before it diverged{stats}. "
-                         + ("The data fed to the model changed (order or content): seed the data "
-                            "loader with tinykit.repro.seed.dataloader_kwargs(seed), or call "
-                            "tinykit.repro.determinism.probe('batch', batch) to record it."
-                            if kind == "input" else
-                            "The parameters were initialised or updated differently: build the "
-                            "model after seeding, and check the optimizer step."))
+        return FirstDiff(
+            ra.module,
+            kind,
+            ra.call,
+            run,
+            f"the {what} of '{ra.module}' (call {ra.call}) already differ before it "
+            f"ran, and no module before it diverged{stats}. "
+            + (
+                "The data fed to the model changed (order or content): seed the data "
+                "loader with tinykit.repro.seed.dataloader_kwargs(seed), or call "
+                "tinykit.repro.determinism.probe('batch', batch) to record it."
+                if kind == "input"
+                else "The parameters were initialised or updated differently: build the "
+                "model after seeding, and check the optimizer step."
+            ),
+        )
     return None
 
 
@@ -240,17 +279,27 @@ def _label(r: Record) -> str:
 def _culprit_detail(ra: Record, rb: Record, run: int) -> str:
     stats = _pair_stats(ra.outputs, rb.outputs, 0, run)
     if ra.kind == "grad":
-        suspect = (f"the backward of '{ra.parent}' (which called '{ra.module}') or of another "
-                   "module that consumes this output" if ra.parent else
-                   "the backward of a module that consumes this output")
-        return (f"{_label(ra)} is the first to differ, while the whole forward pass matched"
-                f"{stats}. The backward that produced it is nondeterministic: look first at "
-                f"{suspect} (custom autograd functions, scatter/index_add backward, atomics).")
-    why = ("while its inputs and parameters matched" if ra.kind == "forward" else
-           "and nothing recorded before it differed")
-    return (f"{_label(ra)} is the first to differ, {why}{stats}. Look at what '{ra.module}' "
-            "computes: unseeded randomness, a generator that seed_everything does not reset, or "
-            "an order-dependent reduction.")
+        suspect = (
+            f"the backward of '{ra.parent}' (which called '{ra.module}') or of another "
+            "module that consumes this output"
+            if ra.parent
+            else "the backward of a module that consumes this output"
+        )
+        return (
+            f"{_label(ra)} is the first to differ, while the whole forward pass matched"
+            f"{stats}. The backward that produced it is nondeterministic: look first at "
+            f"{suspect} (custom autograd functions, scatter/index_add backward, atomics)."
+        )
+    why = (
+        "while its inputs and parameters matched"
+        if ra.kind == "forward"
+        else "and nothing recorded before it differed"
+    )
+    return (
+        f"{_label(ra)} is the first to differ, {why}{stats}. Look at what '{ra.module}' "
+        "computes: unseeded randomness, a generator that seed_everything does not reset, or "
+        "an order-dependent reduction."
+    )
 
 
 def _pair_stats(xs: list[TensorSummary], ys: list[TensorSummary], atol: float, run: int) -> str:
@@ -259,13 +308,16 @@ def _pair_stats(xs: list[TensorSummary], ys: list[TensorSummary], atol: float, r
             delta = ""
             if x.values is not None and y.values is not None and x.shape == y.shape:
                 differ = int((x.values != y.values).sum())
-                delta = (f"; {differ}/{x.values.numel()} elements differ, "
-                         f"max|delta|={_max_delta(x, y):.3g}")
+                delta = (
+                    f"; {differ}/{x.values.numel()} elements differ, "
+                    f"max|delta|={_max_delta(x, y):.3g}"
+                )
             return f" (tensor {i}: run 0 {x.stats()}; run {run} {y.stats()}{delta})"
     return ""
 
 
 # -- process mode ---------------------------------------------------------------------------
+
 
 def _describe(fn: Callable[..., Any]) -> str:
     return f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', repr(fn))}"
@@ -286,8 +338,10 @@ def resolve(ref: str) -> Callable[[], Any]:
     """Import "module:function" or "path/to/file.py:function" (also used by the child process)."""
     target, sep, qualname = ref.rpartition(":")
     if not sep or not target or not qualname:
-        raise UsageError(f"{ref!r} is not a function reference. Write it as "
-                         "'package.module:function' or 'path/to/script.py:function'.")
+        raise UsageError(
+            f"{ref!r} is not a function reference. Write it as "
+            "'package.module:function' or 'path/to/script.py:function'."
+        )
     try:
         if target.endswith(".py"):
             path = Path(target).resolve()
@@ -302,16 +356,19 @@ def resolve(ref: str) -> Callable[[], Any]:
         for part in qualname.split("."):
             obj = getattr(obj, part)
     except (ImportError, FileNotFoundError, AttributeError) as e:
-        raise UsageError(f"cannot load {ref!r}: {type(e).__name__}: {e}. Check the module path "
-                         "(run from the directory that contains it, or set PYTHONPATH) and the "
-                         "function name.") from e
+        raise UsageError(
+            f"cannot load {ref!r}: {type(e).__name__}: {e}. Check the module path "
+            "(run from the directory that contains it, or set PYTHONPATH) and the "
+            "function name."
+        ) from e
     if not callable(obj):
         raise UsageError(f"{ref!r} is a {type(obj).__name__}, not a function. Point at a callable.")
     return obj
 
 
-def _run_in_processes(ref: str, runs: int, seed: int, deterministic: bool, keep_values: bool
-                      ) -> list[tuple[list[Record], float]]:
+def _run_in_processes(
+    ref: str, runs: int, seed: int, deterministic: bool, keep_values: bool
+) -> list[tuple[list[Record], float]]:
     env = dict(os.environ)
     # The child must find what the parent can import (pytest and scripts extend sys.path).
     env["PYTHONPATH"] = os.pathsep.join(p or os.getcwd() for p in sys.path)
@@ -319,9 +376,20 @@ def _run_in_processes(ref: str, runs: int, seed: int, deterministic: bool, keep_
         outs = [Path(tmp) / f"run{i}.pkl" for i in range(runs)]
         procs = [
             subprocess.Popen(
-                [sys.executable, "-m", "tinykit.repro.determinism", ref, str(seed),
-                 str(int(deterministic)), str(int(keep_values)), str(out)],
-                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                [
+                    sys.executable,
+                    "-m",
+                    "tinykit.repro.determinism",
+                    ref,
+                    str(seed),
+                    str(int(deterministic)),
+                    str(int(keep_values)),
+                    str(out),
+                ],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
             )
             for out in outs
         ]
@@ -339,16 +407,19 @@ def _run_in_processes(ref: str, runs: int, seed: int, deterministic: bool, keep_
 
 def _child_failure(ref: str, code: int, stderr: str) -> Exception:
     tail = stderr.strip().splitlines()[-1] if stderr.strip() else "no output"
-    return UsageError(f"the child process running {ref} exited with code {code} without a "
-                      f"result ({tail}). Run the check with mode='inprocess' (CLI: --mode "
-                      "inprocess) to see the error in this process.")
+    return UsageError(
+        f"the child process running {ref} exited with code {code} without a "
+        f"result ({tail}). Run the check with mode='inprocess' (CLI: --mode "
+        "inprocess) to see the error in this process."
+    )
 
 
 def _child_main(argv: list[str]) -> int:
     ref, seed, deterministic, keep_values, out = argv
     try:
-        records, seconds = record_run(resolve(ref), int(seed), bool(int(deterministic)),
-                                      bool(int(keep_values)))
+        records, seconds = record_run(
+            resolve(ref), int(seed), bool(int(deterministic)), bool(int(keep_values))
+        )
         payload: dict[str, Any] = {"records": records, "seconds": seconds}
     except Exception as e:  # sent back to the parent, which raises it there
         e.add_note("".join(traceback.format_exception(e)).rstrip())

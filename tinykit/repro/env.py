@@ -39,9 +39,24 @@ __all__ = ["DiffEntry", "EnvDiff", "REDACTED", "capture", "diff", "load", "scrub
 SCHEMA = 1
 # Version changes here explain most "it changed after the upgrade" reports; they are listed first.
 KEY_PACKAGES = (
-    "torch", "transformers", "tokenizers", "safetensors", "huggingface-hub", "datasets",
-    "accelerate", "numpy", "peft", "trl", "deepspeed", "triton", "flash-attn", "xformers",
-    "sentencepiece", "bitsandbytes", "vllm", "tinykit",
+    "torch",
+    "transformers",
+    "tokenizers",
+    "safetensors",
+    "huggingface-hub",
+    "datasets",
+    "accelerate",
+    "numpy",
+    "peft",
+    "trl",
+    "deepspeed",
+    "triton",
+    "flash-attn",
+    "xformers",
+    "sentencepiece",
+    "bitsandbytes",
+    "vllm",
+    "tinykit",
 )
 
 
@@ -62,8 +77,11 @@ def capture(path: str | os.PathLike[str] | None = None, *, all_env: bool = False
         "cpu": _cpu(),
         "os": _os(),
         "env": redact_env(os.environ, all_env=all_env),
-        "seeds": {k: os.environ[k] for k in ("TINYKIT_SEED", "PYTHONHASHSEED", "PL_GLOBAL_SEED")
-                  if k in os.environ},
+        "seeds": {
+            k: os.environ[k]
+            for k in ("TINYKIT_SEED", "PYTHONHASHSEED", "PL_GLOBAL_SEED")
+            if k in os.environ
+        },
     }
     if path is not None:
         _write_atomic(Path(path), to_json(bundle))
@@ -76,8 +94,10 @@ def to_json(bundle: Mapping[str, Any]) -> str:
 
 def _write_atomic(path: Path, text: str) -> None:
     if not path.parent.is_dir():
-        raise UsageError(f"cannot write the environment bundle to {path}: directory {path.parent} "
-                         "does not exist. Create it first (mkdir -p) or pick another -o path.")
+        raise UsageError(
+            f"cannot write the environment bundle to {path}: directory {path.parent} "
+            "does not exist. Create it first (mkdir -p) or pick another -o path."
+        )
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -142,8 +162,9 @@ def _sources() -> dict[str, Any]:
 
 def _git(repo: Path, *args: str) -> str | None:
     try:
-        out = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
-                             timeout=30)
+        out = subprocess.run(
+            ["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=30
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout if out.returncode == 0 else None
@@ -156,8 +177,12 @@ def _git_state(path: Path) -> dict[str, Any]:
     commit = (_git(path, "rev-parse", "HEAD") or "").strip() or None
     patch = _git(path, "diff", "HEAD", "--no-color", "--no-ext-diff") or ""
     untracked = (_git(path, "ls-files", "--others", "--exclude-standard") or "").splitlines()
-    return {"commit": commit, "dirty": bool(patch or untracked), "diff": scrub(patch),
-            "untracked": untracked}
+    return {
+        "commit": commit,
+        "dirty": bool(patch or untracked),
+        "diff": scrub(patch),
+        "untracked": untracked,
+    }
 
 
 def _torch() -> dict[str, Any]:
@@ -189,22 +214,38 @@ def _devices() -> list[dict[str, Any]]:
     if "torch" in sys.modules and sys.modules["torch"].cuda.is_initialized():
         torch = sys.modules["torch"]
         return [
-            {"name": p.name, "capability": f"{p.major}.{p.minor}",
-             "memory_mib": p.total_memory // 2**20}
+            {
+                "name": p.name,
+                "capability": f"{p.major}.{p.minor}",
+                "memory_mib": p.total_memory // 2**20,
+            }
             for p in map(torch.cuda.get_device_properties, range(torch.cuda.device_count()))
         ]
     try:
         out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name,compute_cap,memory.total,driver_version",
-             "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=30)
+            [
+                "nvidia-smi",
+                "--query-gpu=name,compute_cap,memory.total,driver_version",
+                "--format=csv,noheader,nounits",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return []
     devices = []
     for line in out.stdout.splitlines() if out.returncode == 0 else []:
         fields = [f.strip() for f in line.split(",")]
         if len(fields) == 4:
-            devices.append({"name": fields[0], "capability": fields[1],
-                            "memory_mib": int(float(fields[2])), "driver": fields[3]})
+            devices.append(
+                {
+                    "name": fields[0],
+                    "capability": fields[1],
+                    "memory_mib": int(float(fields[2])),
+                    "driver": fields[3],
+                }
+            )
     return devices
 
 
@@ -225,18 +266,28 @@ def _cpu() -> dict[str, Any]:
         limit = None if raw == "max" else int(raw)
     except (OSError, ValueError):
         pass
-    return {"model": model, "logical_cores": os.cpu_count(),
-            "physical_cores": psutil.cpu_count(logical=False),
-            "memory_bytes": psutil.virtual_memory().total, "cgroup_memory_limit": limit}
+    return {
+        "model": model,
+        "logical_cores": os.cpu_count(),
+        "physical_cores": psutil.cpu_count(logical=False),
+        "memory_bytes": psutil.virtual_memory().total,
+        "cgroup_memory_limit": limit,
+    }
 
 
 def _os() -> dict[str, Any]:
-    return {"system": platform.system(), "release": platform.release(),
-            "machine": platform.machine(), "platform": platform.platform(),
-            "libc": " ".join(platform.libc_ver()).strip(), "hostname": socket.gethostname()}
+    return {
+        "system": platform.system(),
+        "release": platform.release(),
+        "machine": platform.machine(),
+        "platform": platform.platform(),
+        "libc": " ".join(platform.libc_ver()).strip(),
+        "hostname": socket.gethostname(),
+    }
 
 
 # -- diff -----------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class DiffEntry:
@@ -257,8 +308,10 @@ class EnvDiff:
     def render(self) -> str:
         if not self.entries:
             return f"no differences between {self.a} and {self.b}"
-        lines = [f"{len(self.entries)} differences between {self.a} (A) and {self.b} (B), "
-                 "most relevant first:"]
+        lines = [
+            f"{len(self.entries)} differences between {self.a} (A) and {self.b} (B), "
+            "most relevant first:"
+        ]
         for e in self.entries:
             lines.append(f"  {e.section}.{e.key}: {_show(e.a)} -> {_show(e.b)}")
         return "\n".join(lines)
@@ -276,11 +329,15 @@ def load(path: str | os.PathLike[str]) -> dict[str, Any]:
     try:
         bundle = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
-        raise UsageError(f"cannot read environment bundle {path}: {e}. Write one with "
-                         "`tinykit env capture -o FILE`.") from e
+        raise UsageError(
+            f"cannot read environment bundle {path}: {e}. Write one with "
+            "`tinykit env capture -o FILE`."
+        ) from e
     if not isinstance(bundle, dict) or "packages" not in bundle or "tinykit" not in bundle:
-        raise UsageError(f"{path} is not a tinykit environment bundle (no 'tinykit'/'packages' "
-                         "keys). Write one with `tinykit env capture -o FILE`.")
+        raise UsageError(
+            f"{path} is not a tinykit environment bundle (no 'tinykit'/'packages' "
+            "keys). Write one with `tinykit env capture -o FILE`."
+        )
     return bundle
 
 
@@ -296,7 +353,7 @@ def _flatten(bundle: Mapping[str, Any]) -> dict[tuple[str, str], Any]:
                     flat[(section, str(key))] = v
         elif isinstance(value, list):
             for i, v in enumerate(value):
-                for key, w in (v.items() if isinstance(v, Mapping) else [("value", v)]):
+                for key, w in v.items() if isinstance(v, Mapping) else [("value", v)]:
                     flat[(section, f"{i}.{key}")] = w
         else:
             flat[(section, "")] = value
@@ -319,12 +376,14 @@ def _rank(section: str, key: str) -> tuple[int, int, str]:
     return (5, 0, f"{section}.{key}")
 
 
-def diff(a: str | os.PathLike[str] | Mapping[str, Any],
-         b: str | os.PathLike[str] | Mapping[str, Any]) -> EnvDiff:
+def diff(
+    a: str | os.PathLike[str] | Mapping[str, Any], b: str | os.PathLike[str] | Mapping[str, Any]
+) -> EnvDiff:
     """What differs between two bundles (paths or dicts), most relevant first."""
     names = [str(x) if not isinstance(x, Mapping) else "<bundle>" for x in (a, b)]
     fa, fb = (_flatten(x if isinstance(x, Mapping) else load(x)) for x in (a, b))
     keys = [k for k in fa.keys() | fb.keys() if fa.get(k) != fb.get(k)]
     keys.sort(key=lambda k: _rank(*k))
-    return EnvDiff(names[0], names[1], [DiffEntry(s, k, fa.get((s, k)), fb.get((s, k)))
-                                         for s, k in keys])
+    return EnvDiff(
+        names[0], names[1], [DiffEntry(s, k, fa.get((s, k)), fb.get((s, k))) for s, k in keys]
+    )

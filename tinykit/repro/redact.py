@@ -15,18 +15,80 @@ __all__ = ["REDACTED", "is_relevant_env", "is_secret_name", "redact_env", "scrub
 
 REDACTED = "<redacted>"
 
-_SECRET_PARTS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY", "CREDENTIAL", "CREDENTIALS",
-                 "AUTH", "COOKIE", "SESSION", "PRIVATE", "SIGNATURE", "PASS", "PAT", "APIKEY")
+_SECRET_PARTS = (
+    "TOKEN",
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "KEY",
+    "CREDENTIAL",
+    "CREDENTIALS",
+    "AUTH",
+    "COOKIE",
+    "SESSION",
+    "PRIVATE",
+    "SIGNATURE",
+    "PASS",
+    "PAT",
+    "APIKEY",
+)
 # Variables that change how ML code runs; the rest of the environment is noise by default.
 _RELEVANT_PREFIXES = (
-    "CUDA", "NCCL", "TORCH", "PYTORCH", "CUBLAS", "CUDNN", "NVIDIA", "HF_", "HUGGINGFACE",
-    "TRANSFORMERS", "TOKENIZERS", "DATASETS", "ACCELERATE", "DEEPSPEED", "OMP_", "MKL", "KMP_",
-    "GOMP", "OPENBLAS", "LD_", "PYTHON", "TINYKIT", "XLA", "TF_", "HIP", "ROCM", "HSA_", "WANDB",
-    "VIRTUAL_ENV", "CONDA", "PIP_", "UV_", "MASTER_", "WORLD_SIZE", "RANK", "LOCAL_RANK",
-    "SLURM_JOB", "TRITON", "VLLM",
+    "CUDA",
+    "NCCL",
+    "TORCH",
+    "PYTORCH",
+    "CUBLAS",
+    "CUDNN",
+    "NVIDIA",
+    "HF_",
+    "HUGGINGFACE",
+    "TRANSFORMERS",
+    "TOKENIZERS",
+    "DATASETS",
+    "ACCELERATE",
+    "DEEPSPEED",
+    "OMP_",
+    "MKL",
+    "KMP_",
+    "GOMP",
+    "OPENBLAS",
+    "LD_",
+    "PYTHON",
+    "TINYKIT",
+    "XLA",
+    "TF_",
+    "HIP",
+    "ROCM",
+    "HSA_",
+    "WANDB",
+    "VIRTUAL_ENV",
+    "CONDA",
+    "PIP_",
+    "UV_",
+    "MASTER_",
+    "WORLD_SIZE",
+    "RANK",
+    "LOCAL_RANK",
+    "SLURM_JOB",
+    "TRITON",
+    "VLLM",
 )
-_RELEVANT_NAMES = {"PATH", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy",
-                   "no_proxy", "CC", "CXX", "MALLOC_CONF", "TZ", "LANG", "LC_ALL"}
+_RELEVANT_NAMES = {
+    "PATH",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "CC",
+    "CXX",
+    "MALLOC_CONF",
+    "TZ",
+    "LANG",
+    "LC_ALL",
+}
 
 _URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*):[^@\s/]*@")
 _TOKEN_SHAPES = re.compile(
@@ -39,8 +101,9 @@ _AUTH_HEADER = re.compile(r"(?i)\b(bearer|token|basic)\s+[A-Za-z0-9._~+/=-]{16,}
 
 def is_secret_name(name: str) -> bool:
     parts = [p for p in re.split(r"[^A-Za-z0-9]+", name.upper()) if p]
-    return any(p in _SECRET_PARTS or p.endswith(("TOKEN", "SECRET", "PASSWORD", "APIKEY"))
-               for p in parts)
+    return any(
+        p in _SECRET_PARTS or p.endswith(("TOKEN", "SECRET", "PASSWORD", "APIKEY")) for p in parts
+    )
 
 
 def is_relevant_env(name: str) -> bool:

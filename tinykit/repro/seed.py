@@ -53,11 +53,14 @@ def seed_everything(seed: int | None = None, deterministic: bool = False) -> int
     """
     if seed is None:
         seed = secrets.randbelow(_MAX_SEED) + 1
-        logger.warning("tinykit: no seed given, using seed=%d; reproduce with seed_everything(%d)",
-                       seed, seed)
+        logger.warning(
+            "tinykit: no seed given, using seed=%d; reproduce with seed_everything(%d)", seed, seed
+        )
     elif isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= _MAX_SEED:
-        raise UsageError(f"seed_everything(seed={seed!r}) is not an integer in 0..{_MAX_SEED}. "
-                         "Pass an int such as seed_everything(1234), or None to pick one.")
+        raise UsageError(
+            f"seed_everything(seed={seed!r}) is not an integer in 0..{_MAX_SEED}. "
+            "Pass an int such as seed_everything(1234), or None to pick one."
+        )
     if deterministic:
         enable_determinism()  # before seeding: it must refuse before anything changed
     os.environ["TINYKIT_SEED"] = str(seed)  # children and `tinykit env capture` see it
@@ -107,7 +110,8 @@ def check_cuda_order(cuda_initialized: bool) -> None:
             "CUBLAS_WORKSPACE_CONFIG is unset, so cuBLAS cannot be made deterministic in this "
             f"process. Export CUBLAS_WORKSPACE_CONFIG={CUBLAS_WORKSPACE} before starting Python, "
             "or call seed_everything(..., deterministic=True) before anything touches CUDA.",
-            required="CUBLAS_WORKSPACE_CONFIG before CUDA init", found="CUDA initialised",
+            required="CUBLAS_WORKSPACE_CONFIG before CUDA init",
+            found="CUDA initialised",
         )
 
 
@@ -173,9 +177,11 @@ def restore_rng_state(state: dict[str, Any]) -> None:
     """Put back what `capture_rng_state` returned, so a resumed run draws the same numbers."""
     unknown = set(state) - {"python", "numpy", "torch", "cuda"}
     if unknown or "python" not in state:
-        raise UsageError(f"restore_rng_state got keys {sorted(state)}; expected the dict from "
-                         "capture_rng_state(). Pass that dict unchanged (torch.save/torch.load "
-                         "it).")
+        raise UsageError(
+            f"restore_rng_state got keys {sorted(state)}; expected the dict from "
+            "capture_rng_state(). Pass that dict unchanged (torch.save/torch.load "
+            "it)."
+        )
     random.setstate(state["python"])
     if "numpy" in state:
         import numpy as np

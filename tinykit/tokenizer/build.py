@@ -172,7 +172,9 @@ def _write(out: Path, source: Source, tj: dict) -> tuple[str, ...]:
 def tokenizer_folder(folder: Path | None) -> Path | None:
     """`folder` when it describes a tokenizer (vocabulary files, or a tokenizer_config.json to
     train one from); None means: train one for the bare model_type."""
-    if folder is not None and (has_tokenizer_files(folder) or (folder / "tokenizer_config.json").is_file()):
+    if folder is not None and (
+        has_tokenizer_files(folder) or (folder / "tokenizer_config.json").is_file()
+    ):
         return folder
     return None
 

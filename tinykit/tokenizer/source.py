@@ -138,7 +138,9 @@ def _merge_added(tj: dict, entries: list[dict]) -> dict:
         if e["content"] in have:
             continue
         if e["content"] in vocab:  # a plain vocab token the config marks as special
-            tj.setdefault("added_tokens", []).append({**train.added_entry(e), "id": vocab[e["content"]]})
+            tj.setdefault("added_tokens", []).append(
+                {**train.added_entry(e), "id": vocab[e["content"]]}
+            )
         elif e["id"] not in taken:
             tj.setdefault("added_tokens", []).append({**train.added_entry(e), "id": e["id"]})
             taken.add(e["id"])

@@ -163,14 +163,21 @@ def canonical(tj: dict, backend, corpus: list[str]) -> dict:
     elif kind == "Unigram":
         scores = dict(model["vocab"])
         n = len(vocab)
-        model = {**model, "vocab": [[t, scores[t] if t in special else -1.0 - i / n if t in new else -3.0]
-                                    for i, t in enumerate(vocab)],
-                 "unk_id": None if model.get("unk_id") is None else vocab.index(tokens[model["unk_id"]])}
+        model = {
+            **model,
+            "vocab": [
+                [t, scores[t] if t in special else -1.0 - i / n if t in new else -3.0]
+                for i, t in enumerate(vocab)
+            ],
+            "unk_id": None if model.get("unk_id") is None else vocab.index(tokens[model["unk_id"]]),
+        }
     else:
         return tj
     ids = {t: i for i, t in enumerate(vocab)}
     tj["model"] = model
-    tj["added_tokens"] = [{**t, "id": ids.get(t["content"], t["id"])} for t in tj.get("added_tokens", [])]
+    tj["added_tokens"] = [
+        {**t, "id": ids.get(t["content"], t["id"])} for t in tj.get("added_tokens", [])
+    ]
     return tj
 
 
@@ -179,7 +186,11 @@ def _words(backend, corpus: list[str], prefix: str, suffix: str) -> Counter:
     words: Counter[tuple[str, ...]] = Counter()
     for text in corpus:
         text = backend.normalizer.normalize_str(text) if backend.normalizer else text
-        pieces = backend.pre_tokenizer.pre_tokenize_str(text) if backend.pre_tokenizer else [(text, None)]
+        pieces = (
+            backend.pre_tokenizer.pre_tokenize_str(text)
+            if backend.pre_tokenizer
+            else [(text, None)]
+        )
         for word, _ in pieces:
             if word:
                 symbols = [word[0], *(prefix + c for c in word[1:])]
