@@ -105,6 +105,7 @@ class HubHandler(BaseHTTPRequestHandler):
         if not hasattr(self, "_r"):
             self._r = _Route()
         self.close_connection = True
+        self.request_version = "HTTP/1.0"  # else an unparsed line counts as HTTP/0.9: no headers
         text = message or HTTPStatus(code).phrase
         if code >= 500:  # e.g. 505 HTTP Version Not Supported: still the client's fault
             code = 400
