@@ -59,6 +59,11 @@ def plan(operations: list, lfs_object: Callable[[str], Path]) -> list[Operation]
 
 def apply(folder: Path, operations: list[Operation]) -> None:
     """Apply checked operations to `folder` as one change: on any error, `folder` is as before."""
+    swap(stage(folder, operations), folder)
+
+
+def stage(folder: Path, operations: list[Operation]) -> Path:
+    """A staged copy of `folder` with `operations` applied; `folder` itself is untouched."""
     parent = folder.parent
     for stale in parent.glob(f".{folder.name}.tmp-*"):
         shutil.rmtree(stale, ignore_errors=True)
@@ -76,16 +81,25 @@ def apply(folder: Path, operations: list[Operation]) -> None:
                     shutil.rmtree(target, ignore_errors=True)
             except (NotADirectoryError, IsADirectoryError, FileExistsError):
                 raise bad_request(f"{op.path}: a file and a folder of that name collide") from None
-        old = parent / f"{staged.name}-old"
+    except BaseException:
+        shutil.rmtree(staged, ignore_errors=True)
+        raise
+    return staged
+
+
+def swap(staged: Path, folder: Path) -> None:
+    """Put `staged` in the place of `folder` (two renames), then remove the old copy."""
+    old = folder.parent / f"{staged.name}-old"
+    try:
         os.rename(folder, old)
         try:
             os.rename(staged, folder)
         except OSError:
             os.rename(old, folder)
             raise
-        shutil.rmtree(old, ignore_errors=True)
     finally:
         shutil.rmtree(staged, ignore_errors=True)
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def _inside(folder: Path, path: str) -> Path:

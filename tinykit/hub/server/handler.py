@@ -198,7 +198,7 @@ class HubHandler(BaseHTTPRequestHandler):
         if r.kind == "resolve":
             return self._resolve(store.snapshot(r.repo_type, r.repo_id, r.revision), r.filename)
         if r.kind == "cdn":
-            return self._send_file(store.snapshot(r.repo_type, r.repo_id, r.revision), r.filename)
+            return self._send_file(self._cdn_snapshot(r), r.filename)
         if r.kind == "lfs":
             return self._lfs(r)
         if r.kind == "api" and r.repo_id:
@@ -224,6 +224,7 @@ class HubHandler(BaseHTTPRequestHandler):
         entry = self._entry(snap, filename)
         if entry.sha256:  # LFS file: metadata on the redirect itself, bytes from the other origin
             path = f"/_cdn/{snap.repo_type}s/{snap.repo_id}/{snap.sha}/{quote(filename)}"
+            path += f"?oid={entry.sha256}"
             return self._send(
                 302,
                 headers={
@@ -235,6 +236,21 @@ class HubHandler(BaseHTTPRequestHandler):
                 },
             )
         self._send_file(snap, filename)
+
+    def _cdn_snapshot(self, r: _Route) -> Snapshot:
+        """The snapshot a CDN link was made from. A commit in between changes the sha (it is
+        derived from the content), so a link whose file is unchanged (same sha256) still works."""
+        store = self.hub.store
+        try:
+            return store.snapshot(r.repo_type, r.repo_id, r.revision)
+        except HubNotFound as e:
+            if e.code != "RevisionNotFound":
+                raise
+            snap = store.snapshot(r.repo_type, r.repo_id, "main")
+            entry = snap.files.get(r.filename or "")
+            if entry is None or entry.sha256 != self._query.get("oid", [""])[0]:
+                raise
+            return snap
 
     def _entry(self, snap: Snapshot, filename: str):
         entry = snap.files.get(filename)

@@ -172,6 +172,7 @@ class RepoStore:
 
     def __init__(self, root: Path) -> None:
         self._lock = threading.RLock()
+        self._repo_locks: dict[str, threading.Lock] = {}
         self._hashes: dict[
             tuple[str, int, int], tuple[str, str]
         ] = {}  # survives resets: pure cache
@@ -275,7 +276,10 @@ class RepoStore:
         inside = folder.resolve()
         for local in sorted(_walk(folder)):
             path = local.relative_to(folder).as_posix()
-            if path not in hidden and local.is_file() and _contained(local, inside):
+            # os.walk does not follow folder symlinks, so only a file symlink can point away
+            if path in hidden or (os.path.islink(local) and not _contained(local, inside)):
+                continue
+            if local.is_file():
                 files[path] = self._entry(path, local)
         digest = hashlib.sha1(f"{repo_type}/{canonical}@{revision}\n".encode())
         for entry in files.values():
@@ -346,11 +350,16 @@ class RepoStore:
         """Apply ndjson commit operations (file, lfsFile, deletedFile, deletedFolder), all or
         none: the whole commit is checked first, then swapped in (`commit.apply`)."""
         planned = commits.plan(operations, self.lfs_object)
-        self.snapshot(repo_type, repo_id, revision)  # RepoNotFound before anything is copied
+        folder = self.writable_folder(repo_type, repo_id, revision)
         with self._lock:
-            folder = self.writable_folder(repo_type, repo_id, revision)
-            commits.apply(folder, planned)
-            return self.snapshot(repo_type, repo_id, revision)
+            repo_lock = self._repo_locks.setdefault(str(folder), threading.Lock())
+        # Staging copies the repo: reads (and commits to other repos) go on meanwhile; only
+        # the swap itself holds the store lock, so no snapshot sees a half-swapped folder.
+        with repo_lock:
+            staged = commits.stage(folder, planned)
+            with self._lock:
+                commits.swap(staged, folder)
+                return self.snapshot(repo_type, repo_id, revision)
 
     def lfs_object(self, oid: str) -> Path:
         if len(oid) != 64 or any(c not in "0123456789abcdef" for c in oid):
