@@ -10,8 +10,12 @@ import threading
 from collections.abc import Iterator
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C would be: the same `finally` blocks run on the way out."""
+
+
 def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
+    raise Terminated(f"signal {signum}")
 
 
 @contextlib.contextmanager

@@ -7,6 +7,8 @@ import shlex
 import sys
 import threading
 
+from tinykit.cli._args import count, seconds
+
 EXAMPLES = """examples:
   tinykit hub serve ../shared/hub-files --port 8765
   # then, in the client's shell:
@@ -29,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     serve.add_argument("dir", help="folder laid out as <org>/<name>/<files>")
     serve.add_argument(
-        "--port", type=int, default=0, help="port to listen on (default: a free one)"
+        "--port", type=count(0, 65535), default=0, help="port to listen on (default: a free one)"
     )
     serve.add_argument("--quiet", action="store_true", help="do not print one line per request")
     serve.add_argument("--json", action="store_true", help="print the endpoint as JSON")
@@ -39,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     serve.add_argument(
         "--read-timeout",
-        type=_seconds,
+        type=seconds,
         default=30.0,
         help="seconds a client may stall mid-request before it is dropped (default: 30)",
     )
@@ -56,31 +58,24 @@ def run_serve(args: argparse.Namespace) -> int:
         print(record, file=sys.stderr, flush=True)
 
     options = {"token": args.token, "read_only": args.read_only, "read_timeout": args.read_timeout}
-    with serve(args.dir, args.port, None if args.quiet else show, **options) as hub:
-        env = {"HF_ENDPOINT": hub.endpoint, **CLIENT_ENV}
-        if not args.read_only:  # printed for the user's clients, as a notebook server does
-            env["HF_TOKEN"] = hub.token
-        exports = "export " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-        text = f"Serving {args.dir} at {hub.endpoint} (Ctrl-C stops). For clients, run:\n{exports}"
-        emit(
-            {"endpoint": hub.endpoint, "cdn_endpoint": hub.cdn_endpoint, "env": env},
-            args.json,
-            text,
-        )
-        sys.stdout.flush()
-        try:
-            with stop_on_sigterm():  # SIGTERM: the same cleanup as Ctrl-C (the LFS folder)
-                threading.Event().wait()
-        except KeyboardInterrupt:
-            return 0
-    return 0
-
-
-def _seconds(text: str) -> float:
+    # SIGTERM, like Ctrl-C, stops the server through the same exit (the LFS folder is removed);
+    # either is how a server is meant to stop, so both exit 0, wherever they land.
     try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not 0 < value <= 3600:
-        raise argparse.ArgumentTypeError(f"{text} s is out of range: use 0 < seconds <= 3600")
-    return value
+        with (
+            stop_on_sigterm(),
+            serve(args.dir, args.port, None if args.quiet else show, **options) as hub,
+        ):
+            env = {"HF_ENDPOINT": hub.endpoint, **CLIENT_ENV}
+            if not args.read_only:  # printed for the user's clients, as a notebook server does
+                env["HF_TOKEN"] = hub.token
+            exports = "export " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+            text = (
+                f"Serving {args.dir} at {hub.endpoint} (Ctrl-C stops). For clients, run:\n{exports}"
+            )
+            info = {"endpoint": hub.endpoint, "cdn_endpoint": hub.cdn_endpoint, "env": env}
+            emit(info, args.json, text)
+            sys.stdout.flush()
+            threading.Event().wait()
+    except KeyboardInterrupt:
+        return 0
+    return 0

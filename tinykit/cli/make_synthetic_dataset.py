@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import argparse
 
+from tinykit.cli._args import count
+
+MAX_ROWS = 10_000  # tiny datasets: more is a typo, and would take minutes
+
 EXAMPLES = [
     "tinykit make-synthetic-dataset --features features.json --rows 50 --seed 1 -o synth",
     "tinykit make-synthetic-dataset org/name --rows 10 -o synth-name   # same schema, fake rows",
@@ -25,7 +29,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "source", nargs="?", help="Hub dataset id, folder or data file to copy the schema of"
     )
     what.add_argument("--features", metavar="JSON", help="file holding Features.to_dict() as JSON")
-    p.add_argument("--rows", type=int, default=20, help="rows per split (default: 20)")
+    p.add_argument(
+        "--rows",
+        type=count(1, MAX_ROWS),
+        default=20,
+        help=f"rows per split, 1-{MAX_ROWS} (default: 20)",
+    )
     p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     p.add_argument("-o", "--out", help="output folder (default: ./synthetic-dataset)")
     p.add_argument("--force", action="store_true", help="replace an existing output folder")
@@ -35,11 +44,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from tinykit.cli import emit
-    from tinykit.dataset.synthetic import make_synthetic_dataset
+    from tinykit.dataset.synthetic import make_synthetic_dataset, read_features_file
     from tinykit.dataset.write import summarize
 
     out = make_synthetic_dataset(
-        args.features or args.source,
+        read_features_file(args.features) if args.features else args.source,
         rows=args.rows,
         out=args.out,
         seed=args.seed,

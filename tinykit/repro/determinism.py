@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from tinykit.errors import NondeterminismError, UsageError
+from tinykit.errors import CheckFailed, NondeterminismError, UsageError
 from tinykit.numerics.record import Record, Recorder, TensorSummary, probe
 
 __all__ = ["DeterminismReport", "FirstDiff", "check_determinism", "probe"]
@@ -72,6 +72,7 @@ def check_determinism(
     *,
     seed: int = 0,
     deterministic: bool = False,
+    timeout: float | None = None,
 ) -> DeterminismReport:
     """Run `fn` `runs` times under the same seed and compare every module's outputs and gradients.
 
@@ -84,6 +85,8 @@ def check_determinism(
         atol: 0 compares bitwise; otherwise elementwise |a - b| <= atol.
         seed: the seed given to `seed_everything` before each run.
         deterministic: also switch torch to deterministic algorithms in each run.
+        timeout: seconds each run may take in process mode; a run that hangs past it is
+            killed and the check fails (None: no limit).
 
     Returns:
         A `DeterminismReport` with `equal=True`.
@@ -102,10 +105,14 @@ def check_determinism(
         )
     if atol < 0:
         raise UsageError(f"check_determinism(atol={atol}) is negative. Pass atol=0 for bitwise.")
+    if timeout is not None and not 0 < timeout <= 86400:
+        raise UsageError(
+            f"check_determinism(timeout={timeout}) is out of range. Pass 0 < seconds <= 86400."
+        )
     ref = fn if isinstance(fn, str) else _reference(fn) if mode == "process" else _describe(fn)
     keep_values = atol > 0
     if mode == "process":
-        results = _run_in_processes(ref, runs, seed, deterministic, keep_values)
+        results = _run_in_processes(ref, runs, seed, deterministic, keep_values, timeout)
     else:
         call = resolve(fn) if isinstance(fn, str) else fn
         results = [record_run(call, seed, deterministic, keep_values) for _ in range(runs)]
@@ -367,7 +374,7 @@ def resolve(ref: str) -> Callable[[], Any]:
 
 
 def _run_in_processes(
-    ref: str, runs: int, seed: int, deterministic: bool, keep_values: bool
+    ref: str, runs: int, seed: int, deterministic: bool, keep_values: bool, timeout: float | None
 ) -> list[tuple[list[Record], float]]:
     env = dict(os.environ)
     # The child must find what the parent can import (pytest and scripts extend sys.path).
@@ -393,7 +400,22 @@ def _run_in_processes(
             )
             for out in outs
         ]
-        errors = [p.communicate()[1] for p in procs]
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            errors = [
+                p.communicate(
+                    timeout=None if deadline is None else max(0.1, deadline - time.monotonic())
+                )[1]
+                for p in procs
+            ]
+        except subprocess.TimeoutExpired:
+            for p in procs:
+                p.kill()
+                p.communicate()
+            raise CheckFailed(
+                f"a run of {ref} did not finish within --timeout {timeout} s and was killed. "
+                "Look for a hang (a lock, a barrier, input()), or pass a larger --timeout."
+            ) from None
         results = []
         for proc, out, err in zip(procs, outs, errors, strict=True):
             if proc.returncode != 0 or not out.exists():
