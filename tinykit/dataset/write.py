@@ -39,6 +39,9 @@ class Card:
     extra_yaml: dict = field(default_factory=dict)
 
 
+MAX_ROWS = 10_000  # rows per split: the bound of make-tiny-dataset and make-synthetic-dataset
+
+
 def check_target(out: Path, overwrite: bool) -> None:
     """Refuse an existing, non-empty target before any work is done."""
     if out.exists() and not out.is_dir():
