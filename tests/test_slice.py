@@ -7,8 +7,11 @@ from __future__ import annotations
 import json
 import re
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 import tinykit
@@ -191,3 +194,72 @@ def test_cli_slice_prints_what_it_read(tmp_path, capsys):
     report = json.loads(capsys.readouterr().out)
     assert report["layer_map"] == {"encoder.layer": [0]}
     assert report["bytes_fetched"] >= report["bytes_kept"] > 0
+
+
+# -- a 12-layer, ~200 MB sharded random model at real width, through the loopback Hub ------------
+
+RSS_SCRIPT = """
+import json, sys
+import psutil, torch, transformers, huggingface_hub, httpx2  # the baseline holds the libraries
+from transformers import LlamaConfig  # and the config class the slice loads
+from tinykit.model.slice import slice_model
+baseline = psutil.Process().memory_info().rss
+result = slice_model(sys.argv[1], 2, sys.argv[2])
+# VmHWM, not ru_maxrss: Linux carries ru_maxrss over exec, so it would hold pytest's own peak.
+status = open("/proc/self/status").read()
+peak = int(status.split("VmHWM:")[1].split()[0]) * 1024
+print(json.dumps({"baseline": baseline, "peak": peak, "kept": result.bytes_kept}))
+"""
+
+
+@pytest.mark.tinykit_slow  # builds and saves a 200 MB model: about a minute on a shared CPU
+def test_sharded_real_width_model_slices_by_ranges_in_bounded_memory(tiny_hub, tmp_path):
+    from safetensors import safe_open
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        hidden_size=512,
+        intermediate_size=1536,
+        num_hidden_layers=12,
+        num_attention_heads=8,
+        num_key_value_heads=8,
+        vocab_size=8000,
+        tie_word_embeddings=False,
+    )
+    source = tmp_path / "llama-12l"
+    LlamaForCausalLM(config).save_pretrained(source, max_shard_size="50MB")
+    shards = sorted(source.glob("*.safetensors"))
+    total = sum(p.stat().st_size for p in shards)
+    assert len(shards) >= 4 and total > 190_000_000
+
+    tiny_hub.add_model("org/llama-12l", source)
+    out = tmp_path / "slice"
+    run = subprocess.run(
+        [sys.executable, "-c", RSS_SCRIPT, "org/llama-12l", str(out)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    numbers = json.loads(run.stdout.strip().splitlines()[-1])
+
+    sizes = {p.name: p.stat().st_size for p in shards}
+    requested = weight_bytes_requested(tiny_hub.log, "org/llama-12l", sizes)
+    headers = sum(header_bytes(p) for p in shards)
+    largest = 8000 * 512 * 4  # the embedding and the head
+    grown = numbers["peak"] - numbers["baseline"]
+    print(
+        f"\n{total:,} bytes in {len(shards)} shards; kept {numbers['kept']:,} + headers "
+        f"{headers:,}; requested {requested:,}\nRSS baseline {numbers['baseline']:,}, peak "
+        f"{numbers['peak']:,} (+{grown:,}); largest kept tensor {largest:,}"
+    )
+    assert requested <= 1.1 * (numbers["kept"] + headers)
+    assert grown < 2 * largest
+
+    weight_map = json.loads((source / "model.safetensors.index.json").read_text())["weight_map"]
+    sliced = tensors(out / "model.safetensors")
+    assert len(sliced) == 3 + 2 * 9  # embed, norm, head + 9 tensors per kept layer
+    for name, t in sliced.items():
+        with safe_open(source / weight_map[name], framework="pt") as f:
+            assert torch.equal(t, f.get_tensor(name)), name
+    assert json.loads((out / "config.json").read_text())["num_hidden_layers"] == 2

@@ -135,12 +135,13 @@ def local_pieces(folder: Path, entries: list[TensorEntry]) -> Pieces:
     from safetensors import safe_open
 
     for file, _, _, group in coalesce(entries):
-        with safe_open(folder / file, framework="pt") as f:
-            for e in group:
+        for e in group:
+            # Opened per tensor: the file's mapped pages leave the RSS once each tensor is read.
+            with safe_open(folder / file, framework="pt") as f:
                 tensor = f.get_tensor(e.name)
-                if tensor.numel():
-                    yield e, tensor.reshape(-1).view(torch.uint8).numpy().data
-                del tensor
+            if tensor.numel():
+                yield e, tensor.reshape(-1).view(torch.uint8).numpy().data
+            del tensor
 
 
 @dataclass
