@@ -112,6 +112,46 @@ def test_bfloat16_slice_converts_every_float_tensor(tmp_path):
     assert json.loads((out / "config.json").read_text())["dtype"] == "bfloat16"
 
 
+# -- layer plans on tinykit-built random models: block types, nested and paired stacks ----------
+
+
+@pytest.mark.parametrize(
+    ("source", "depth", "want"),
+    [
+        # hybrid linear/full attention: auto keeps the first layer of each kind
+        ("Qwen/Qwen3-Next-80B-A3B-Instruct", 8, {"model.layers": [0, 3]}),
+        # text and vision towers, each planned on its own config node
+        (
+            "google/gemma-3-4b-it",
+            8,
+            {"language_model.model.layers": [0, 5], "vision_tower.encoder.layers": [0, 1]},
+        ),
+        # encoder and decoder stacks sliced alike
+        ("google-t5/t5-base", 4, {"encoder.block": [0, 1], "decoder.block": [0, 1]}),
+    ],
+    ids=["qwen3-next", "gemma3", "t5"],
+)
+def test_auto_slices_keep_every_block_type_and_equal_the_model_with_layers_skipped(
+    tmp_path, source, depth, want
+):
+    from conftest import HUB_FILES
+
+    built = tinykit.make_tiny(HUB_FILES / source, tmp_path / "tiny", layers=depth)
+    result = tinykit.slice_model(built, "auto", tmp_path / "slice", check=True)
+
+    assert result.layer_map == want
+    assert result.check and all(v["equal"] for v in result.check.values())
+    config = json.loads((tmp_path / "slice" / "config.json").read_text())
+    source_config = json.loads((built / "config.json").read_text())
+    node, source_node = (
+        config.get("text_config", config),
+        source_config.get("text_config", source_config),
+    )
+    kept = next(iter(want.values()))
+    if "layer_types" in source_node:  # per-layer fields rewritten in lockstep
+        assert node["layer_types"] == [source_node["layer_types"][i] for i in kept]
+
+
 # -- the loopback Hub: byte ranges only -------------------------------------------------------
 
 

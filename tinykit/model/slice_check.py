@@ -38,14 +38,14 @@ def truncate(model: Any, layer_map: dict[str, list[int]], stacks: list[Stack]) -
     """Cut `model`'s layer lists to the kept layers and rewrite its config as the slice's."""
     import torch
 
-    names = dict(model.named_modules())
-    base = getattr(model, "base_model_prefix", "")
+    lists = {n: m for n, m in model.named_modules() if isinstance(m, torch.nn.ModuleList)}
     for prefix, kept in layer_map.items():
-        # checkpoint keys may carry the base model prefix that the loaded class has not
-        candidates = [prefix, prefix.removeprefix(f"{base}."), f"{base}.{prefix}"]
-        name = next((n for n in candidates if isinstance(names.get(n), torch.nn.ModuleList)), None)
+        name = _module_for(prefix, kept, lists)
         if name is None:
-            raise CheckFailed(f"--check found no layer list {prefix!r} in {type(model).__name__}.")
+            raise CheckFailed(
+                f"--check found no layer list for weights {prefix}.N.* in "
+                f"{type(model).__name__}. Check the slice by hand, or report the model class."
+            )
         parent_name, _, attr = name.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
         layers = getattr(parent, attr)
@@ -58,6 +58,26 @@ def truncate(model: Any, layer_map: dict[str, list[int]], stacks: list[Stack]) -
             setattr(node, key, value)
 
 
+def _module_for(prefix: str, kept: list[int], lists: dict[str, Any]) -> str | None:
+    """The module path of the layer list whose checkpoint keys start with `prefix`.
+
+    Checkpoint keys and module paths can differ (`language_model.model.layers` is saved for
+    the module `model.language_model.layers`): same last name, most words in common.
+    """
+    if prefix in lists:
+        return prefix
+    words = set(prefix.split("."))
+    last = prefix.rsplit(".", 1)[-1]
+    scored = sorted(
+        (len(words & set(n.split("."))), n)
+        for n, m in lists.items()
+        if n.rsplit(".", 1)[-1] == last and len(m) > max(kept)
+    )
+    if not scored or (len(scored) > 1 and scored[-1][0] == scored[-2][0]):
+        return None
+    return scored[-1][1]
+
+
 def run(model: Any, vocab: int) -> dict[str, Any]:
     import torch
 
@@ -65,6 +85,8 @@ def run(model: Any, vocab: int) -> dict[str, Any]:
     ids = torch.randint(3, max(vocab, 4), (2, SEQ), generator=generator)
     kwargs: dict[str, Any] = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
     params = inspect.signature(model.forward).parameters
+    if "decoder_input_ids" in params:  # encoder-decoders run both stacks on the same ids
+        kwargs["decoder_input_ids"] = ids
     if "use_cache" in params:
         kwargs["use_cache"] = False  # caches are sized by layer index; the check needs none
     with torch.no_grad():
