@@ -2,8 +2,8 @@
 
 - `download_source(repo_id, revision)`: the config/tokenizer/processor files of a model repo,
   never its weights, and the commit sha they came from.
-- `repo_files(repo_id, revision)`, `download_file(...)`, `read_range(...)`, `stream_range(...)`:
-  a repo's file list, one small file, and byte ranges of a big one (HTTP Range), for slicing
+- `repo_files(repo_id, revision)`, `download_files(...)`, `read_range(...)`, `stream_range(...)`:
+  a repo's file list, some small files, and byte ranges of a big one (HTTP Range), for slicing
   real weights without downloading whole shards. `download_model(...)`: everything (--check).
 - `push_folder(folder, repo_id)`: publish a built fixture.
 - `use_endpoint(endpoint)`: point the *already imported* Hub clients of this process at another
@@ -162,12 +162,13 @@ def repo_files(repo_id: str, revision: str | None = None) -> tuple[str, list[str
     return info.sha or "", [s.rfilename for s in info.siblings or []]
 
 
-def download_file(repo_id: str, filename: str, revision: str) -> Path:
-    """One file of a repo (a shard index, say) into the Hub cache; returns its local path."""
-    from huggingface_hub import hf_hub_download
+def download_files(repo_id: str, revision: str, filenames: list[str]) -> Path:
+    """These files of a repo (configs, a shard index, tokenizer files), fetched in parallel into
+    the Hub cache; returns the snapshot folder they are in."""
+    from huggingface_hub import snapshot_download
 
     with hub_errors(repo_id, revision), _quiet_progress():
-        return Path(hf_hub_download(repo_id, filename, revision=revision))
+        return Path(snapshot_download(repo_id, revision=revision, allow_patterns=filenames))
 
 
 def download_model(repo_id: str, revision: str) -> Path:

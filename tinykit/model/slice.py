@@ -237,6 +237,7 @@ class _Weights:
         self.source = source
         path = Path(source).expanduser()
         self.ranges: list[tuple[str, int, int]] = []
+        self._small: Path | None = None
         if path.is_dir():
             self.hub, self.folder = None, path
             self.files = sorted(p.name for p in path.iterdir() if p.is_file())
@@ -291,13 +292,20 @@ class _Weights:
             "tensor is where. Add the index that save_pretrained writes beside them."
         )
 
+    @property
+    def small_names(self) -> list[str]:
+        """Config, index, generation config, tokenizer and processor files (top level only)."""
+        return [f for f in self.files if "/" not in f and COPIED.fullmatch(f)]
+
     def small_file(self, name: str) -> Path:
         if self.folder is not None:
             return self.folder / name
-        from tinykit.hub import client
+        if self._small is None:  # every small file in one parallel download, on first need
+            from tinykit.hub import client
 
-        assert self.hub is not None
-        return client.download_file(self.hub, name, self.revision)
+            assert self.hub is not None
+            self._small = client.download_files(self.hub, self.revision, self.small_names)
+        return self._small / name
 
     def read(self, file: str, start: int, end: int) -> bytes:
         self.ranges.append((file, start, end))
@@ -424,11 +432,7 @@ def _dtype_code(dtype: str | None) -> str | None:
 
 def _small_files(weights: _Weights) -> dict[str, Path]:
     """Generation config, tokenizer and processor files (not config.json, not the index)."""
-    names = [
-        f
-        for f in weights.files
-        if "/" not in f and COPIED.fullmatch(f) and f not in ("config.json", INDEX, "tinykit.json")
-    ]
+    names = [f for f in weights.small_names if f not in ("config.json", INDEX, "tinykit.json")]
     return {name: weights.small_file(name) for name in names}
 
 
