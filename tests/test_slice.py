@@ -220,12 +220,19 @@ def test_bad_inputs_fail_in_one_line_and_write_nothing(tmp_path, capsys):
     assert list(existing.iterdir()) == []
 
 
-def test_gated_hub_repo_fails_before_writing(tiny_hub, tmp_path, capsys):
+def test_gated_or_pickle_only_hub_repos_fail_before_writing(tiny_hub, tmp_path, capsys):
     tiny_hub.add_model(MINILM_ID, minilm_folder())
     tiny_hub.gate(MINILM_ID, token="secret")
     out = tmp_path / "slice"
     _fails(capsys, ["slice", MINILM_ID, "-o", str(out)], out, 3, "is gated")
-    assert not out.exists()
+
+    pickled = tmp_path / "pickled"
+    pickled.mkdir()
+    (pickled / "config.json").write_bytes((minilm_folder() / "config.json").read_bytes())
+    (pickled / "pytorch_model.bin").write_bytes(b"never unpickled")
+    tiny_hub.add_model("org/pickled", pickled)
+    _fails(capsys, ["slice", "org/pickled", "-o", str(out)], out, 2, "never unpickles")
+    assert tiny_hub.log.weight_files_requested() == []  # refused from the file list alone
 
 
 def test_cli_slice_prints_what_it_read(tmp_path, capsys):

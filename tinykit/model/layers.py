@@ -136,11 +136,12 @@ def plan_layers(
         want = min(want, depth)
         kept = sorted([*kept, *[i for i in range(depth) if i not in kept][: want - len(kept)]])
 
-        fields = _rewrite(node, kept, periods)
-        if fields is None:  # a period cannot express the kept pattern: keep the covering prefix
+        planned = _rewrite(node, kept, periods)
+        if planned is None:  # a period cannot express the kept pattern: keep the covering prefix
             kept = list(range(max(kept) + 1))
-            fields = _rewrite(node, kept, [])
-            assert fields is not None
+            planned = _rewrite(node, kept, [])
+            assert planned is not None
+        fields = planned
     fields.update({k: [node[k][i] for i in kept] for k in lists})
     fields.update({k: [node[k][i % len(node[k])] for i in kept] for k in cyclic})
     fields.update(

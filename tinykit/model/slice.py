@@ -106,6 +106,8 @@ def parse_layers(layers: int | str | Sequence[int]) -> int | str | tuple[int, ..
                 f"--layers {layers!r} is not a count, auto, or comma-separated layer indexes "
                 "(e.g. 2, auto, 0,5,11). Pass one of those."
             ) from None
+    if isinstance(layers, bool):
+        raise UsageError(f"--layers {layers!r} is not a count. Pass a number, auto, or indexes.")
     return tuple(int(x) for x in layers)
 
 
@@ -238,8 +240,10 @@ class _Weights:
         path = Path(source).expanduser()
         self.ranges: list[tuple[str, int, int]] = []
         self._small: Path | None = None
+        self.folder: Path | None = None
+        self.hub: str | None = None
         if path.is_dir():
-            self.hub, self.folder = None, path
+            self.folder = path
             self.files = sorted(p.name for p in path.iterdir() if p.is_file())
             self.revision = ""
         elif HUB_ID.match(source):
@@ -248,7 +252,6 @@ class _Weights:
             repo_id, _, at = source.partition("@")
             self.hub = repo_id
             self.revision, self.files = client.repo_files(repo_id, revision or at or None)
-            self.folder = None
         else:
             raise UsageError(
                 f"source {source!r} is not a folder or a Hub id 'org/name[@revision]'. Pass the "

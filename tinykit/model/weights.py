@@ -219,7 +219,7 @@ class ShardWriter:
                         else:
                             out.write(buf)
                         got += len(buf)
-                    if pending is not None:
+                    if pending is not None and convert is not None:
                         out.write(convert(pending, e.dtype))
                         pending = None
                 out.close()
