@@ -152,6 +152,8 @@ class _Weights:
         return client.read_range(self.hub, file, self.revision, start, end)
 
     def entries(self) -> list[TensorEntry]:
+        # Two exact reads per file, not huggingface_hub's get_safetensors_metadata: that always
+        # fetches 100 kB per shard and drops the header length the absolute offsets need.
         out = []
         for file in self.weight_files:
             n = header_length(self.read(file, 0, 8), file)
