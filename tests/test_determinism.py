@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from torch import nn
 
 from tinykit.cli import main
-from tinykit.errors import NondeterminismError, UsageError
+from tinykit.errors import ChildProcessFailed, NondeterminismError, UsageError
 from tinykit.repro.determinism import DeterminismReport, check_determinism, compare, record_run
 
 IDS = [f"{arch}-{case}" for arch, case in cases.CASES]
@@ -172,7 +172,7 @@ def test_an_exception_in_the_child_is_raised_in_the_parent():
 
 
 def test_a_child_that_dies_is_a_clear_error():
-    with pytest.raises(UsageError, match="exited with code 3 without a result"):
+    with pytest.raises(ChildProcessFailed, match="exited with code 3 without a result"):
         check_determinism("determinism_cases:dying_step", mode="process")
 
 

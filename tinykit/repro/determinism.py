@@ -8,27 +8,19 @@ Megatron-LM method; pytorch/pytorch#101246 asks for exactly this). If there is n
 record whose inputs or parameters already differ is reported: the data or the initialisation
 changed before any module ran.
 
-mode="process" runs each repetition in a fresh interpreter (`python -m tinykit.repro.determinism`), so
+mode="process" runs each repetition in a fresh interpreter (`tinykit._child`), so
 state that survives inside one process (unseeded generators created at import, caches) cannot hide
 or fake a difference; `fn` must then be importable as "module:function" or "path/file.py:function".
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import os
-import pickle
-import subprocess
-import sys
-import tempfile
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
+from tinykit._child import FunctionRef, describe, resolve, start_child
 from tinykit.errors import NondeterminismError, UsageError
 from tinykit.numerics.record import Record, Recorder, TensorSummary, probe
 
@@ -102,7 +94,7 @@ def check_determinism(
         )
     if atol < 0:
         raise UsageError(f"check_determinism(atol={atol}) is negative. Pass atol=0 for bitwise.")
-    ref = fn if isinstance(fn, str) else _reference(fn) if mode == "process" else _describe(fn)
+    ref = fn if isinstance(fn, str) else _reference(fn) if mode == "process" else describe(fn)
     keep_values = atol > 0
     if mode == "process":
         results = _run_in_processes(ref, runs, seed, deterministic, keep_values)
@@ -319,118 +311,31 @@ def _pair_stats(xs: list[TensorSummary], ys: list[TensorSummary], atol: float, r
 # -- process mode ---------------------------------------------------------------------------
 
 
-def _describe(fn: Callable[..., Any]) -> str:
-    return f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', repr(fn))}"
-
-
 def _reference(fn: Callable[..., Any]) -> str:
-    module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", "")
-    if not module or module == "__main__" or "<" in qualname:
-        raise UsageError(
-            f"check_determinism(mode='process') cannot import {_describe(fn)} in a fresh process: "
-            "it is a lambda, a nested function or defined in __main__. Move it to a module "
-            "(then pass fn or 'module:function'), or use mode='inprocess'."
-        )
-    return f"{module}:{qualname}"
-
-
-def resolve(ref: str) -> Callable[[], Any]:
-    """Import "module:function" or "path/to/file.py:function" (also used by the child process)."""
-    target, sep, qualname = ref.rpartition(":")
-    if not sep or not target or not qualname:
-        raise UsageError(
-            f"{ref!r} is not a function reference. Write it as "
-            "'package.module:function' or 'path/to/script.py:function'."
-        )
     try:
-        if target.endswith(".py"):
-            path = Path(target).resolve()
-            spec = importlib.util.spec_from_file_location(path.stem, path)
-            if spec is None or not path.is_file():
-                raise FileNotFoundError(path)
-            obj: Any = importlib.util.module_from_spec(spec)
-            sys.modules.setdefault(path.stem, obj)
-            spec.loader.exec_module(obj)  # type: ignore[union-attr]
-        else:
-            obj = importlib.import_module(target)
-        for part in qualname.split("."):
-            obj = getattr(obj, part)
-    except (ImportError, FileNotFoundError, AttributeError) as e:
-        raise UsageError(
-            f"cannot load {ref!r}: {type(e).__name__}: {e}. Check the module path "
-            "(run from the directory that contains it, or set PYTHONPATH) and the "
-            "function name."
-        ) from e
-    if not callable(obj):
-        raise UsageError(f"{ref!r} is a {type(obj).__name__}, not a function. Point at a callable.")
-    return obj
+        return str(FunctionRef.of(fn, "a fresh process (check_determinism mode='process')"))
+    except UsageError as e:
+        raise UsageError(f"{e} Or use mode='inprocess'.") from None
+
+
+def recorded_run(
+    ref: str, seed: int, deterministic: bool, keep_values: bool
+) -> tuple[list[Record], float]:
+    """`record_run` of the function `ref` names: what each process-mode child runs."""
+    return record_run(resolve(ref), seed, deterministic, keep_values)
 
 
 def _run_in_processes(
     ref: str, runs: int, seed: int, deterministic: bool, keep_values: bool
 ) -> list[tuple[list[Record], float]]:
-    env = dict(os.environ)
-    # The child must find what the parent can import (pytest and scripts extend sys.path).
-    env["PYTHONPATH"] = os.pathsep.join(p or os.getcwd() for p in sys.path)
-    with tempfile.TemporaryDirectory(prefix="tinykit-determinism-") as tmp:
-        outs = [Path(tmp) / f"run{i}.pkl" for i in range(runs)]
-        procs = [
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "tinykit.repro.determinism",
-                    ref,
-                    str(seed),
-                    str(int(deterministic)),
-                    str(int(keep_values)),
-                    str(out),
-                ],
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            for out in outs
-        ]
-        errors = [p.communicate()[1] for p in procs]
-        results = []
-        for proc, out, err in zip(procs, outs, errors, strict=True):
-            if proc.returncode != 0 or not out.exists():
-                raise _child_failure(ref, proc.returncode, err)
-            payload = pickle.loads(out.read_bytes())
-            if "error" in payload:
-                raise payload["error"]
-            results.append((payload["records"], payload["seconds"]))
-    return results
-
-
-def _child_failure(ref: str, code: int, stderr: str) -> Exception:
-    tail = stderr.strip().splitlines()[-1] if stderr.strip() else "no output"
-    return UsageError(
-        f"the child process running {ref} exited with code {code} without a "
-        f"result ({tail}). Run the check with mode='inprocess' (CLI: --mode "
-        "inprocess) to see the error in this process."
-    )
-
-
-def _child_main(argv: list[str]) -> int:
-    ref, seed, deterministic, keep_values, out = argv
+    # All runs start at once: each pays for importing torch (seconds), and they share no state.
+    children = [
+        start_child(f"{__name__}:recorded_run", ref, seed, deterministic, keep_values)
+        for _ in range(runs)
+    ]
     try:
-        records, seconds = record_run(
-            resolve(ref), int(seed), bool(int(deterministic)), bool(int(keep_values))
-        )
-        payload: dict[str, Any] = {"records": records, "seconds": seconds}
-    except Exception as e:  # sent back to the parent, which raises it there
-        e.add_note("".join(traceback.format_exception(e)).rstrip())
-        try:
-            pickle.dumps(e)
-        except Exception:
-            raise e from None
-        payload = {"error": e}
-    Path(out).write_bytes(pickle.dumps(payload))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_child_main(sys.argv[1:]))
+        return [child.result() for child in children]
+    finally:
+        for child in children:
+            if child.proc.poll() is None:
+                child.kill()
