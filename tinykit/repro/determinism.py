@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from tinykit._child import FunctionRef, describe, resolve, start_child
 from tinykit.errors import NondeterminismError, UsageError
+from tinykit.numerics.compare import compare_summaries
 from tinykit.numerics.record import Record, Recorder, TensorSummary, probe
 
 __all__ = ["DeterminismReport", "FirstDiff", "check_determinism", "probe"]
@@ -247,20 +248,7 @@ def _same(xs: list[TensorSummary], ys: list[TensorSummary], atol: float) -> bool
 
 
 def _same_tensor(x: TensorSummary, y: TensorSummary, atol: float) -> bool:
-    if x.hash == y.hash:
-        return True
-    if atol == 0 or x.shape != y.shape or x.values is None or y.values is None:
-        return False
-    return _max_delta(x, y) <= atol
-
-
-def _max_delta(x: TensorSummary, y: TensorSummary) -> float:
-    import torch
-
-    a, b = x.values.to(torch.float64), y.values.to(torch.float64)
-    both_nan = torch.isnan(a) & torch.isnan(b)
-    delta = torch.where(both_nan, torch.zeros_like(a), (a - b).abs())
-    return float(delta.nan_to_num(nan=float("inf")).max()) if delta.numel() else 0.0
+    return compare_summaries(x, y, atol=atol)[0]
 
 
 def _label(r: Record) -> str:
@@ -296,13 +284,13 @@ def _culprit_detail(ra: Record, rb: Record, run: int) -> str:
 
 def _pair_stats(xs: list[TensorSummary], ys: list[TensorSummary], atol: float, run: int) -> str:
     for i, (x, y) in enumerate(zip(xs, ys, strict=False)):
-        if not _same_tensor(x, y, atol):
+        same, diff = compare_summaries(x, y, atol=atol)
+        if not same:
             delta = ""
-            if x.values is not None and y.values is not None and x.shape == y.shape:
-                differ = int((x.values != y.values).sum())
+            if diff is not None:
                 delta = (
-                    f"; {differ}/{x.values.numel()} elements differ, "
-                    f"max|delta|={_max_delta(x, y):.3g}"
+                    f"; {diff.mismatch_line()}, greatest absolute difference "
+                    f"{diff.max_abs:.3g} at index {diff.max_abs_at}"
                 )
             return f" (tensor {i}: run 0 {x.stats()}; run {run} {y.stats()}{delta})"
     return ""
