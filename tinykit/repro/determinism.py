@@ -1,8 +1,8 @@
 """`check_determinism`: run seeded code twice and name the first module that diverged.
 
 Each run is seeded with `tinykit.repro.seed.seed_everything` and recorded by
-`tinykit.numerics.record.Recorder` (every module's forward inputs, outputs, own parameters and
-output gradients). Two runs are compared record by record, in the order they happened. The root
+`tinykit.numerics.record.Recorder` (every module's forward inputs, outputs and parameters, and
+the gradients each module's backward received and passed on). Two runs are compared record by record, in the order they happened. The root
 cause is the first record whose output differs while its inputs and parameters matched (the
 Megatron-LM method; pytorch/pytorch#101246 asks for exactly this). If there is none, the first
 record whose inputs or parameters already differ is reported: the data or the initialisation
@@ -186,6 +186,7 @@ def _first_divergence(a: list[Record], b: list[Record], run: int) -> FirstDiff |
     """Bitwise: the first record whose output differs while everything it depends on matched."""
     upstream: tuple[Record, Record, str] | None = None  # earliest record whose inputs differ
     clean_so_far = True  # no earlier record differed at all
+    forward_clean = True  # no earlier forward or probe record differed
     for ra, rb in zip(a, b, strict=False):
         if ra.key != rb.key:
             return FirstDiff(
@@ -197,13 +198,21 @@ def _first_divergence(a: list[Record], b: list[Record], run: int) -> FirstDiff |
                 f"run {run} recorded {_label(rb)}. Control flow depends on "
                 "unseeded state.",
             )
-        # A forward record lists its inputs; a gradient or a probe depends on everything before it.
-        inputs_same = _same(ra.inputs, rb.inputs, 0) and (ra.kind == "forward" or clean_so_far)
+        # A forward record lists its inputs. A backward lists the gradient it received and also
+        # depends on the activations it saved, so on a forward pass that matched. A probe depends
+        # on everything before it.
+        inputs_same = _same(ra.inputs, rb.inputs, 0) and (
+            ra.kind == "forward"
+            or (ra.kind == "grad" and forward_clean)
+            or (ra.kind == "probe" and clean_so_far)
+        )
         state_same = ra.state == rb.state
         outputs_same = _same(ra.outputs, rb.outputs, 0)
         if inputs_same and state_same and not outputs_same:
             return FirstDiff(ra.module, ra.kind, ra.call, run, _culprit_detail(ra, rb, run))
-        clean_so_far = clean_so_far and inputs_same and state_same and outputs_same
+        matched = inputs_same and state_same and outputs_same
+        clean_so_far = clean_so_far and matched
+        forward_clean = forward_clean and (ra.kind == "grad" or matched)
         if (
             ra.kind == "forward"
             and (not inputs_same or not state_same)
@@ -252,23 +261,18 @@ def _same_tensor(x: TensorSummary, y: TensorSummary, atol: float) -> bool:
 
 
 def _label(r: Record) -> str:
-    what = {"forward": "output", "grad": "gradient of the output"}.get(r.kind, r.kind)
+    what = {"forward": "output", "grad": "backward: gradient of its inputs"}.get(r.kind, r.kind)
     return f"'{r.module}' ({what}, call {r.call})"
 
 
 def _culprit_detail(ra: Record, rb: Record, run: int) -> str:
     stats = _pair_stats(ra.outputs, rb.outputs, 0, run)
     if ra.kind == "grad":
-        suspect = (
-            f"the backward of '{ra.parent}' (which called '{ra.module}') or of another "
-            "module that consumes this output"
-            if ra.parent
-            else "the backward of a module that consumes this output"
-        )
         return (
-            f"{_label(ra)} is the first to differ, while the whole forward pass matched"
-            f"{stats}. The backward that produced it is nondeterministic: look first at "
-            f"{suspect} (custom autograd functions, scatter/index_add backward, atomics)."
+            f"{_label(ra)} is the first to differ: its backward received the same gradient and "
+            f"passed on a different one, while the whole forward pass matched{stats}. The "
+            f"backward of '{ra.module}' is nondeterministic (custom autograd functions, "
+            "scatter/index_add backward, atomics)."
         )
     why = (
         "while its inputs and parameters matched"
