@@ -36,6 +36,7 @@ from tinykit.errors import ChildProcessFailed, UsageError
 __all__ = [
     "Child",
     "FunctionRef",
+    "describe",
     "pack_exception",
     "resolve",
     "run_in_child",
@@ -170,9 +171,9 @@ def pack_exception(exc: BaseException) -> dict[str, Any]:
 def unpack_exception(packed: dict[str, Any], where: str = "the child process") -> BaseException:
     """The original exception with the remote traceback as a note, or a stand-in for it."""
     exc: BaseException | None = None
-    if packed.get("exc_bytes"):
+    if exc_bytes := packed.get("exc_bytes"):
         with contextlib.suppress(Exception):  # e.g. a class this process cannot import
-            exc = pickle.loads(packed["exc_bytes"])
+            exc = pickle.loads(exc_bytes)
     if exc is None:
         return ChildProcessFailed(
             f"{where} raised {packed['type']}: {packed['message']}, which cannot be rebuilt in "
@@ -260,9 +261,11 @@ class Child:
         return outcome["value"]
 
     def kill(self) -> None:
+        """End the child and whatever it started; its outcome is discarded."""
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.communicate()
+        shutil.rmtree(self._tmp, ignore_errors=True)
 
 
 def start_child(ref: str | FunctionRef, /, *args: Any, **kwargs: Any) -> Child:

@@ -174,7 +174,7 @@ def physical_gpus() -> list[dict[str, Any]]:
 
 
 def _nvml_gpus() -> list[dict[str, Any]]:
-    import pynvml
+    import pynvml  # type: ignore[import-not-found]  # optional: the nvml extra
 
     pynvml.nvmlInit()
     try:

@@ -283,9 +283,11 @@ class _Backward:
         seen: set[int] = set()
         todo = []
         for t in outs:
-            edge = get_gradient_edge(t) if t.requires_grad else None
-            if edge is not None and (id(edge.node), edge.output_nr) not in edges:
-                todo.append(edge.node)  # an output that is an input made no node of its own
+            if not t.requires_grad:
+                continue
+            out_edge = get_gradient_edge(t)
+            if (id(out_edge.node), out_edge.output_nr) not in edges:
+                todo.append(out_edge.node)  # an output that is an input made no node of its own
         while todo:
             node = todo.pop()
             if id(node) in seen:
