@@ -77,3 +77,13 @@ def test_an_input_shared_with_another_consumer_gets_only_this_module_s_share():
     # x's total gradient is 1 + column sums of W; the Linear's share is only the column sums
     assert torch.allclose(inner.outputs[0].values, model.inner.weight.sum(0).detach())
     assert torch.allclose(x.grad.reshape(-1), 1 + model.inner.weight.sum(0).detach())
+
+
+def test_a_retained_graph_gives_one_backward_record_per_backward():
+    model = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 1))
+    with Recorder() as rec:
+        loss = model(torch.ones(1, 2, requires_grad=True)).sum()
+        loss.backward(retain_graph=True)
+        loss.backward()
+    grads = [r.key for r in rec.records if r.kind == "grad" and r.module == "0"]
+    assert grads == [("0", "grad", 0), ("0", "grad", 1)]

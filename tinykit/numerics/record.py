@@ -89,6 +89,8 @@ def _flat_and_hash(t: torch.Tensor) -> tuple[torch.Tensor, str]:
     import torch
 
     flat = t.detach().to("cpu").contiguous().reshape(-1)
+    if flat.numel() and flat.stride(0) != 1:  # a broadcast size-1 tensor counts as contiguous
+        flat = flat.new_empty(flat.numel()).copy_(flat)
     digest = hashlib.blake2b(flat.view(torch.uint8).numpy().tobytes(), digest_size=16)
     digest.update(f"{t.dtype}{tuple(t.shape)}".encode())
     return flat, digest.hexdigest()
@@ -255,7 +257,7 @@ class _Backward:
         self.grad_outs: list[torch.Tensor | None] = [None] * len(outs)
         self.grad_ins: list[torch.Tensor | None] = []
         consumers = self._consumers([t for t in inputs if t.requires_grad], outs)
-        self.pending = len(consumers)
+        self.consumers = self.pending = len(consumers)
         for i, t in enumerate(outs):
             if t.requires_grad:
                 rec._hook(t.register_hook(self._output_hook(i, len(outs))))
@@ -309,7 +311,7 @@ class _Backward:
             if not self.rec._open:
                 return
             self.grad_outs[i] = grad.detach()
-            if not self.pending:  # no input gradient to wait for: record this one as it arrives
+            if not self.consumers:  # no input gradient to wait for: record this as it arrives
                 label = self.name if n == 1 else f"{self.name}[{i}]"
                 self._write(label, [grad], [])
 
@@ -331,6 +333,9 @@ class _Backward:
                     [g for g in self.grad_outs if g is not None],
                     [g for g in self.grad_ins if g is not None],
                 )
+                # a second backward through a retained graph runs the same nodes again
+                self.pending = self.consumers
+                self.grad_ins = [None] * len(self.grad_ins)
 
         return hook
 
