@@ -157,7 +157,7 @@ TABLE: dict[str, dict[str, Row]] = {
         "missing function": row("check-determinism {in}/fns.py:nope --mode inprocess", 2, "nope"),
         "not callable": row("check-determinism {in}/fns.py:number --mode inprocess", 2, "int"),
         "function raises": row("check-determinism {in}/fns.py:raises --mode inprocess", 2, "boom"),
-        "function hangs": row("check-determinism {in}/fns.py:hangs --timeout 1", 1, "--timeout"),
+        "function hangs": row("check-determinism {in}/fns.py:hangs --timeout 1", 1, "timeout"),
         "runs one": row("check-determinism {in}/fns.py:raises --runs 1", 2, "--runs"),
         "runs not a number": row("check-determinism {in}/fns.py:raises --runs x", 2, "--runs"),
         "timeout zero": row("check-determinism {in}/fns.py:raises --timeout 0", 2, "--timeout"),
