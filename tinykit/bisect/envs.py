@@ -13,6 +13,7 @@ index options, so later bisects reuse them. Each is built in a temp folder and r
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -155,10 +156,8 @@ def overlay(
         (tmp / READY).write_text(
             json.dumps({"package": package, "version": version, "added": names})
         )
-        try:
+        with contextlib.suppress(OSError):  # another bisect built it meanwhile: theirs is as good
             tmp.rename(final)
-        except OSError:  # another bisect built it meanwhile: theirs is as good
-            pass
         return Overlay(package, version, final, time.perf_counter() - start, False)
     finally:
         if tmp.exists():

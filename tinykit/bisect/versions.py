@@ -120,7 +120,7 @@ def _capture_both(a: Overlay, b: Overlay) -> list[dict[str, Any]]:
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )
-            for end, path in zip((a, b), paths)
+            for end, path in zip((a, b), paths, strict=True)
         ]
         if any(p.wait() != 0 for p in procs) or not all(p.exists() for p in paths):
             return []
@@ -223,14 +223,17 @@ def bisect_versions(
         got = test(end)
         if got != want:
             step = steps[-1]
-            tail = (step.runs[-1].tail.strip().splitlines()[-1:] if step.runs else []) or [
-                step.note
-            ]
-            expected, other = (old, new) if want == GOOD else (new, old)
+            if step.runs:
+                last = (step.runs[-1].tail.strip().splitlines() or [""])[-1][:160]
+                code = step.runs[-1].exit_code
+                why = f"exit {code}" + (f", last line: {last}" if last else "")
+            else:
+                why = step.note
+            expected = old if want == GOOD else new
+            shown = got.replace(GOOD, old).replace(BAD, new)
             raise BisectError(
-                f"the {expected} end {package} {end} is {got.replace(GOOD, old).replace(BAD, new)}, "
-                f"not {expected} (last line: {tail[0][:160]}). Pick an end where the command "
-                f"{'passes' if want == GOOD else 'fails'}, or fix the command."
+                f"the {expected} end {package} {end} is {shown}, not {expected} ({why}). Pick an "
+                f"end where the command {'passes' if want == GOOD else 'fails'}, or fix the command."
             )
     lo, hi, untestable = search(points, test)
     undecided = [points[i] for i in sorted(untestable) if lo < i < hi]
