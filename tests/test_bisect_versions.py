@@ -138,3 +138,23 @@ def test_cli_prints_the_answer_and_json(wheels, env_cache, capsys):
     assert (
         result["steps"][0]["command"] == CHECK and result["steps"][0]["runs"][0]["exit_code"] == 0
     )
+
+
+def test_matrix_table_over_cached_environments(wheels, env_cache, capsys):
+    argv = ["matrix", "tkdemo", "--versions", "1.0,1.5,1.6,1.9", "--find-links", str(wheels)]
+    assert main([*argv, "--cache-dir", str(env_cache), "--", CHECK]) == 1  # 1.6 and 1.9 fail
+    table = capsys.readouterr().out.splitlines()
+    assert table[:2] == ["| tkdemo | outcome | exit | time |", "|---|---|---|---|"]
+    assert [row.split(" | ")[:3] for row in table[2:6]] == [
+        ["| 1.0", "good", "0"],
+        ["| 1.5", "good", "0"],
+        ["| 1.6", "bad", "1"],
+        ["| 1.9", "bad", "1"],
+    ]
+
+
+def test_latest_patch_of_each_minor():
+    from tinykit.bisect.matrix import latest_patches
+
+    releases = ["4.57.1", "5.0.0", "5.0.1rc1", "5.1.0", "5.1.2", "5.1.10", "5.2.0", "6.0.0"]
+    assert latest_patches(releases, "5.0") == ["5.0.0", "5.1.10", "5.2.0", "6.0.0"]

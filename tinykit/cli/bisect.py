@@ -15,8 +15,8 @@ EXAMPLES = [
 ]
 
 
-def _command(args: argparse.Namespace) -> list[str]:
-    """Split what follows PACKAGE at the first `--`: options before it, the predicate after.
+def _split_command(args: argparse.Namespace) -> list[str]:
+    """Split what follows PACKAGE at the first `--`: options before it, the command after.
 
     argparse alone cannot: a REMAINDER positional after PACKAGE swallows the options too.
     """
@@ -24,10 +24,14 @@ def _command(args: argparse.Namespace) -> list[str]:
     cut = rest.index("--") if "--" in rest else len(rest)
     if rest[:cut]:
         args.options_parser.parse_args(rest[:cut], namespace=args)
+    return rest[cut + 1 :]
+
+
+def _command(args: argparse.Namespace) -> list[str]:
+    cmd = _split_command(args)
     for name in ("good", "bad"):
         if getattr(args, name) is None:
             raise BisectError(f"--{name} is required. Example: {EXAMPLES[0]}")
-    cmd = rest[cut + 1 :]
     if not cmd:
         raise BisectError(
             "no command to run at each step. Put it after --, e.g. -- pytest -x t.py."
