@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.metadata
 import json
 import os
 import shutil
@@ -47,6 +48,11 @@ class Overlay:
     seconds: float
     cached: bool
     error: str = ""
+    base: bool = False  # the version already installed here: no overlay needed
+
+    @property
+    def failed(self) -> bool:
+        return self.path is None and not self.base
 
     def environ(self, base: dict[str, str] | None = None) -> dict[str, str]:
         """The environment a step runs in: the overlay first on PYTHONPATH and PATH."""
@@ -132,6 +138,11 @@ def overlay(
     import time
 
     start = time.perf_counter()
+    try:  # the base environment's own version needs no install at all
+        if importlib.metadata.version(package) == version:
+            return Overlay(package, version, None, time.perf_counter() - start, True, base=True)
+    except importlib.metadata.PackageNotFoundError:
+        pass
     opts = index_options(find_links, index_url)
     final = env_root(cache_dir) / _key(package, version, opts)
     if (final / READY).exists():

@@ -85,7 +85,7 @@ def run_matrix(
         env = overlay(
             package, version, find_links=find_links, index_url=index_url, cache_dir=cache_dir
         )
-        if env.path is None:
+        if env.failed:
             step = Step(
                 version, SKIP, result.command, [], env.seconds, f"install failed: {env.error}"
             )

@@ -198,7 +198,7 @@ def bisect_versions(
             package, version, find_links=find_links, index_url=index_url, cache_dir=cache_dir
         )
         envs[version] = env
-        if env.path is None:
+        if env.failed:
             step = Step(
                 version, SKIP, command_text(cmd), [], env.seconds, f"install failed: {env.error}"
             )
@@ -214,7 +214,7 @@ def bisect_versions(
             )
             step.setup_seconds = env.seconds
             if env.cached:
-                step.note = "cached environment"
+                step.note = "base environment" if env.base else "cached environment"
         steps.append(step)
         say(f"{package} {version}: {step.outcome} ({step.seconds:.1f}s)")
         return step.outcome
@@ -238,7 +238,7 @@ def bisect_versions(
     lo, hi, untestable = search(points, test)
     undecided = [points[i] for i in sorted(untestable) if lo < i < hi]
     ends = envs.get(points[lo]), envs.get(points[hi])
-    env_diff = _capture_both(*ends) if capture_env and all(e and e.path for e in ends) else []
+    env_diff = _capture_both(*ends) if capture_env and all(e and not e.failed for e in ends) else []
     return VersionsResult(
         package=package,
         releases=points,
