@@ -216,7 +216,8 @@ def bisect_versions(
             if env.cached:
                 step.note = "base environment" if env.base else "cached environment"
         steps.append(step)
-        say(f"{package} {version}: {step.outcome} ({step.seconds:.1f}s)")
+        shown = step.outcome.replace(GOOD, old).replace(BAD, new)
+        say(f"{package} {version}: {shown} ({step.seconds:.1f}s)")
         return step.outcome
 
     for end, want in ((good, GOOD), (bad, BAD)):
