@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tinykit.bisect.steps import BAD, GOOD, command_text
+from tinykit.bisect.steps import BAD, GOOD
 from tinykit.errors import BisectAborted, BisectError
 
 __all__ = ["CommitsResult", "bisect_commits", "overlay_venv"]
@@ -220,13 +220,13 @@ def bisect_commits(
         out = done.stdout
         first = re.search(r"^([0-9a-f]{40}) is the first \S+ commit", out, re.M)
         candidates = [] if first else re.findall(r"^([0-9a-f]{40})$", out, re.M)
-        sha = first.group(1) if first else None
+        first_sha = first.group(1) if first else None
         return CommitsResult(
             repo=repo,
             good=good_sha,
             bad=bad_sha,
-            first_bad=sha,
-            subject=_git(repo, "log", "-1", "--format=%s", sha) if sha else "",
+            first_bad=first_sha,
+            subject=_git(repo, "log", "-1", "--format=%s", first_sha) if first_sha else "",
             candidates=candidates,
             skipped=[e["commit"] for e in entries if e["outcome"] not in (GOOD, BAD)],
             steps=entries,
@@ -251,7 +251,3 @@ def _tinykit_path() -> str:
 
 def _entries(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def describe(cmd: Sequence[str]) -> str:
-    return command_text(cmd)

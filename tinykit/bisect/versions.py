@@ -238,8 +238,8 @@ def bisect_versions(
             )
     lo, hi, untestable = search(points, test)
     undecided = [points[i] for i in sorted(untestable) if lo < i < hi]
-    ends = envs.get(points[lo]), envs.get(points[hi])
-    env_diff = _capture_both(*ends) if capture_env and all(e and not e.failed for e in ends) else []
+    ends = envs[points[lo]], envs[points[hi]]  # both were tested: the ends are checked first
+    env_diff = _capture_both(*ends) if capture_env and not any(e.failed for e in ends) else []
     return VersionsResult(
         package=package,
         releases=points,
