@@ -89,3 +89,20 @@ def test_coverage_reports_each_type_and_sets_apart_upstream_breakage():
         and report["upstream_broken"] == ["dbrx"]
     )
     assert (report["passed"], report["total"], report["rate_buildable"]) == (2, 3, 1.0)
+
+
+def test_inprocess_determinism_imports_a_module_of_the_current_folder(tmp_path):
+    (tmp_path / "mystep.py").write_text(
+        "import torch\n\ndef step():\n    return torch.nn.Linear(3, 2)(torch.rand(4, 3))\n"
+    )
+    # -P: no working directory on sys.path, as under the installed `tinykit` console script
+    done = subprocess.run(
+        [sys.executable, "-P", "-m", "tinykit", "check-determinism", "mystep:step"]
+        + ["--mode", "inprocess"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("deterministic: 2 runs of mystep:step matched")

@@ -352,6 +352,10 @@ def resolve(ref: str) -> Callable[[], Any]:
             sys.modules.setdefault(path.stem, obj)
             spec.loader.exec_module(obj)  # type: ignore[union-attr]
         else:
+            # Process mode's child runs with `python -m`, which puts the working directory on
+            # sys.path; a console script does not: find modules of the current folder here too.
+            if "" not in sys.path and os.getcwd() not in sys.path:
+                sys.path.append(os.getcwd())
             obj = importlib.import_module(target)
         for part in qualname.split("."):
             obj = getattr(obj, part)
