@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import subprocess
 import sys
@@ -38,10 +39,10 @@ def test_make_tiny_embedded_default_then_verify(tmp_path):
     ("args", "code", "message"),
     [
         (["make-tiny", HUB_FILES / "THUDM/chatglm3-6b"], 2, "--trust-remote-code"),
-        (["make-tiny", "not-a-model"], 2, "is not a folder with config.json"),
+        (["make-tiny", "not-a-model"], 2, "is not a transformers model_type, a folder or a Hub id"),
         (["make-tiny", "llama", "--hidden", "30"], 2, "hidden=30"),
         (["make-tiny", "deepseek_v3", "--layers", "1"], 2, "cannot keep all 2 block types"),
-        (["verify", "no-such-dir"], 2, "has no config.json"),
+        (["verify", "no-such-dir"], 2, "Model folder no-such-dir does not exist"),
     ],
 )
 def test_bad_input_gives_one_line_error_nonzero_exit_and_writes_nothing(
@@ -106,3 +107,37 @@ def test_inprocess_determinism_imports_a_module_of_the_current_folder(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("deterministic: 2 runs of mystep:step matched")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["make-tiny", "lama"],
+            "*'lama' is not a transformers model_type, * Did you mean 'llama'*",
+        ),
+        (["make-tiny", "Llama"], "* Did you mean 'llama'?"),
+        (["make-tiny", "qwen3-moe"], "* Did you mean 'qwen3_moe'?"),
+        (["make-tiny", "./no-such-folder"], "*Folder ./no-such-folder does not exist.*"),
+        (["verify", "./no-such-folder"], "*Model folder ./no-such-folder does not exist.*"),
+        (
+            ["make-tiny", "llama", "--hiden", "8"],
+            "tinykit make-tiny: error: unrecognized arguments: --hiden 8. Did you mean '--hidden'?",
+        ),
+    ],
+)
+def test_usage_errors_answer_before_heavy_imports_with_a_suggestion(args, message):
+    # -X importtime lists every module imported: a fast answer imports neither torch nor transformers
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "tinykit", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    lines = done.stderr.splitlines()
+    assert fnmatch.fnmatch(lines[-1], message), lines[-1]
+    imported = {line.split("|")[-1].strip() for line in lines if line.startswith("import time:")}
+    assert not imported & {"torch", "transformers", "datasets"}
+    if "--hiden" in args:  # the subcommand's own usage, not the top-level one
+        assert any(line.startswith("usage: tinykit make-tiny ") for line in lines)
