@@ -141,3 +141,21 @@ def test_usage_errors_answer_before_heavy_imports_with_a_suggestion(args, messag
     assert not imported & {"torch", "transformers", "datasets"}
     if "--hiden" in args:  # the subcommand's own usage, not the top-level one
         assert any(line.startswith("usage: tinykit make-tiny ") for line in lines)
+
+
+def test_faithful_without_tokenizer_files_is_an_error_and_verify_flags_a_missing_one(tmp_path):
+    source = tmp_path / "config-only"
+    source.mkdir()
+    (source / "config.json").write_bytes(
+        (HUB_FILES / "meta-llama/Llama-2-7b-hf/config.json").read_bytes()
+    )
+    faithful = tinykit("make-tiny", source, "--mode", "faithful", "-o", tmp_path / "f")
+    assert faithful.returncode == 2
+    assert "has no tokenizer files" in faithful.stderr and not (tmp_path / "f").exists()
+    out = tmp_path / "tiny"
+    assert tinykit("make-tiny", source, "-o", out).returncode == 0
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        (out / name).unlink(missing_ok=True)
+    checked = tinykit("verify", out)
+    assert checked.returncode == 1
+    assert "PROBLEM: no tokenizer files beside the model, which reads token ids" in checked.stdout

@@ -307,6 +307,14 @@ def _copy_tokenizer(src: Source, tmp: Path) -> None:
             f"--mode faithful keeps the source's real tokenizer, and {src.name!r} (a bare model_type) has "
             f"none. Use a folder or Hub id as the source, or --mode tiny."
         )
+    from tinykit.tokenizer.source import has_tokenizer_files
+
+    if not has_tokenizer_files(src.folder):
+        raise UsageError(
+            f"--mode faithful keeps the source's real tokenizer, and {src.folder} has no tokenizer "
+            "files (tokenizer.json, vocab files or a SentencePiece model). Add them, or use "
+            "--mode tiny, which trains a tiny tokenizer."
+        )
     for path in sorted(src.folder.iterdir()):
         if (
             path.is_file()

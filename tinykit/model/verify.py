@@ -199,6 +199,13 @@ def _tokenizer(model: Any, folder: Path, inputs: dict, report: VerifyReport) -> 
     from tinykit.tokenizer.source import has_tokenizer_files
 
     if not has_tokenizer_files(folder):
+        vocab = getattr(model.config.get_text_config(decoder=True), "vocab_size", None)
+        if vocab is not None:  # it reads token ids, and a test has nothing to encode text with
+            report.problems.append(
+                f"no tokenizer files beside the model, which reads token ids (vocab_size {vocab}). "
+                "Rebuild it with tinykit make-tiny (tiny mode ships a tokenizer) or add the "
+                "source's tokenizer files"
+            )
         return
     report.tokenizer = check_tokenizer(folder)
     report.problems += [f"tokenizer: {p}" for p in report.tokenizer.get("problems", [])]
