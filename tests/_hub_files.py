@@ -27,6 +27,7 @@ LOAD_ALL = """
 import sys, warnings
 import transformers
 warnings.simplefilter("always")
+transformers.utils.logging.disable_progress_bar()  # bars are not warnings
 for path in sys.argv[1:]:
     config = transformers.AutoConfig.from_pretrained(path)
     getattr(transformers, (config.architectures or ["AutoModel"])[0]).from_pretrained(path)

@@ -29,8 +29,15 @@ def test_make_tiny_embedded_default_then_verify(tmp_path):
     assert result["model_class"] == "Qwen3MoeForCausalLM" and result["path"] == str(out)
     assert result["bytes"] < 1_000_000 and result["params"] > 0
     assert {"config.json", "model.safetensors"} <= set(result["files"])
+    stages = [line for line in made.stderr.splitlines() if line.startswith("tinykit: ")]
+    assert stages[:3] == [
+        "tinykit: resolving qwen3_moe",
+        "tinykit: tokenizer (tiny mode)",
+        "tinykit: weights: Qwen3MoeForCausalLM (float32, seed 0)",
+    ]
     checked = tinykit("verify", out)
     assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert f"tinykit: checks: loading {out} with Qwen3MoeForCausalLM" in checked.stderr
     assert checked.stdout.rstrip().endswith("OK")
     assert "Qwen3MoeSparseMoeBlock" in checked.stdout
 
@@ -55,8 +62,10 @@ def test_bad_input_gives_one_line_error_nonzero_exit_and_writes_nothing(
     )
     assert done.returncode == code
     assert message in done.stderr
-    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
-    assert done.stderr.startswith("tinykit: error: ")
+    # stage lines may come first; the error is one line, the last
+    lines = done.stderr.strip().splitlines()
+    assert [line for line in lines if "error" in line] == lines[-1:], done.stderr
+    assert lines[-1].startswith("tinykit: error: ")
     assert list(tmp_path.iterdir()) == []
 
 

@@ -65,6 +65,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    from tinykit.progress import to_stderr
+
+    to_stderr()  # stage lines of long commands on stderr; the result stays alone on stdout
     try:
         return int(args.func(args) or 0)
     except TinykitError as e:

@@ -18,6 +18,7 @@ from tinykit.errors import TinyArtifactInvalid, UnsupportedModelError, UsageErro
 from tinykit.model import provenance
 from tinykit.model.config import ShrunkConfig, remap_token_ids, shrink_config
 from tinykit.model.spec import ShrinkSpec
+from tinykit.progress import stage
 from tinykit.source import Source, resolve
 
 if TYPE_CHECKING:
@@ -123,6 +124,7 @@ def build(
     """
     started = time.perf_counter()
     spec = ShrinkSpec.from_kwargs(**spec_kwargs)
+    stage(f"resolving {source}")
     src = resolve(source, revision, trust_remote_code)
     target = Path(out) if out is not None else Path(f"tiny-{src.short_name}")
     if target.exists() and not force:
@@ -144,6 +146,7 @@ def build(
     if push_to_hub:
         from tinykit.hub import client as hub
 
+        stage(f"pushing to {push_to_hub}")
         result.pushed = hub.push_folder(target, push_to_hub)
     result.seconds = time.perf_counter() - started
     return result
@@ -157,6 +160,7 @@ def _build_into(
 
     hf_logging.disable_progress_bar()  # keep CLI output to tinykit's one line
     remote = src.folder if trust_remote_code and "auto_map" in src.config else None
+    stage(f"tokenizer ({spec.mode} mode)")
     tokenizer = _make_tokenizer(src, spec, tmp)
     shrunk = shrink_config(
         src.config,
@@ -169,6 +173,7 @@ def _build_into(
     cls = model_class(src, shrunk.config, remote is not None)
     config = shrunk.config if remote else config_for(cls, shrunk.config)
     dtype = getattr(torch, spec.dtype)
+    stage(f"weights: {cls.__name__} ({spec.dtype}, seed {spec.seed})")
     torch.manual_seed(spec.seed)
     model = (
         cls._from_config(config, dtype=torch.float32)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tinykit.errors import TinyArtifactInvalid, UsageError
+from tinykit.progress import stage
 
 BATCH, SEQ = 2, 16
 
@@ -60,11 +61,13 @@ def verify(path: str | Path, *, raise_on_failure: bool = False) -> VerifyReport:
     cls = getattr(transformers, arch or "", None) or transformers.AutoModel
     report = VerifyReport(str(folder), model_class=getattr(cls, "__name__", str(cls)))
     report.bytes = sum(p.stat().st_size for p in folder.iterdir() if p.is_file())
+    stage(f"checks: loading {folder} with {report.model_class}")
     model = cls.from_pretrained(folder)
     report.params = sum(p.numel() for p in model.parameters())
     report.block_types = block_types(model)
     generator = torch.Generator().manual_seed(0)
     inputs, labels = make_inputs(model, generator)
+    stage("checks: forward + backward, generate, reload, tokenizer")
     _train_step(model, inputs, labels, report)
     _generate(model, inputs, report)
     _reload(model, cls, folder, inputs, report)
