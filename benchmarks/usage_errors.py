@@ -25,6 +25,7 @@ CASES = {
     "missing folder (make-tiny)": ["make-tiny", "./no-such-folder"],
     "missing folder (verify)": ["verify", "./no-such-folder"],
     "bad flag": ["make-tiny", "llama", "--hiden", "8"],
+    "unknown command": ["maketiny", "llama"],
 }
 
 

@@ -130,6 +130,10 @@ def test_inprocess_determinism_imports_a_module_of_the_current_folder(tmp_path):
         (["make-tiny", "./no-such-folder"], "*Folder ./no-such-folder does not exist.*"),
         (["verify", "./no-such-folder"], "*Model folder ./no-such-folder does not exist.*"),
         (
+            ["maketiny", "llama"],
+            "tinykit: error: unknown command 'maketiny'. Did you mean 'make-tiny'?*",
+        ),
+        (
             ["make-tiny", "llama", "--hiden", "8"],
             "tinykit make-tiny: error: unrecognized arguments: --hiden 8. Did you mean '--hidden'?",
         ),

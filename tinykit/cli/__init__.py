@@ -51,6 +51,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     first = next((w for w in words if not w.startswith("-")), "").replace("-", "_")
     only = first if first in command_modules() and "-h" not in words else None
     parser = build_parser(only)
+    commands = [m.replace("_", "-") for m in command_modules()]
+    if first and not only and first.replace("_", "-") not in commands:
+        parser.error(
+            f"unknown command {first!r}.{hint(first, commands)} Commands: {', '.join(commands)}."
+        )
     args, extra = parser.parse_known_args(words)
     if extra:
         sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
