@@ -172,6 +172,8 @@ def _build_into(
     )
     cls = model_class(src, shrunk.config, remote is not None)
     config = shrunk.config if remote else config_for(cls, shrunk.config)
+    # BART's legacy flag makes transformers warn on every load: the generation config says it.
+    force_bos = bool(config.__dict__.pop("force_bos_token_to_be_generated", False))
     dtype = getattr(torch, spec.dtype)
     stage(f"weights: {cls.__name__} ({spec.dtype}, seed {spec.seed})")
     torch.manual_seed(spec.seed)
@@ -182,6 +184,8 @@ def _build_into(
     )
     model = model.to(dtype)
     _attach_generation_config(model, src, spec, tokenizer.id_map if tokenizer else None)
+    if force_bos and model.generation_config.forced_bos_token_id is None:
+        model.generation_config.forced_bos_token_id = config.bos_token_id
     model.save_pretrained(tmp)
     _copy_processor(src, shrunk, tmp)
     if spec.mode == "faithful":
