@@ -189,7 +189,13 @@ from torch.nn.parallel import DistributedDataParallel
 
 @pytest.mark.tinykit_dist(world_size=2)
 def test_ddp_step(tiny_model, dist_env):
-    model, path = tiny_model("tiny-llama")
+    # rank 1 builds the fixture (transformers' save_pretrained writes on rank 0 only), then rank 0
+    # finds it in the cache
+    if dist_env.rank == 1:
+        model, path = tiny_model("tiny-llama")
+    dist.barrier()
+    if dist_env.rank == 0:
+        model, path = tiny_model("tiny-llama")
     assert path.is_dir() and model.config.num_hidden_layers == 2
     ddp = DistributedDataParallel(model)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.1)

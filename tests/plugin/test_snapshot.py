@@ -80,8 +80,8 @@ def test_a_recording_from_another_transformers_version_is_compared(pytester, mon
     shifted.stdout.fnmatch_lines(
         [
             "*SnapshotMismatch: Tensor snapshot 'logits' differs from the transformers 5.23.0 "
-            "recording *logits@torch-*_transformers-5.23.0_cpu_float32.safetensors: 'logits': 6 of "
-            "6 elements differ (rtol=0.0001, atol=1e-05 for float32)*",
+            "recording *logits@torch-*_transformers-5.23.0_cpu_float32.safetensors: 'logits': "
+            "Mismatched elements: 6 / 6 (100.0%) with rtol=0.0001, atol=1e-05 for float32.*",
         ]
     )
     assert sorted(p.name for p in folder.iterdir()) == before  # nothing recorded without the flag

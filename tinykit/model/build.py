@@ -186,6 +186,9 @@ def _build_into(
     _attach_generation_config(model, src, spec, tokenizer.id_map if tokenizer else None)
     if force_bos and model.generation_config.forced_bos_token_id is None:
         model.generation_config.forced_bos_token_id = config.bos_token_id
+    # Under torch.distributed, transformers saves on rank 0 only; this folder is this process's
+    # own artifact (a tinykit_dist test builds its fixture on whichever rank takes the lock).
+    model.should_save_on_this_rank = lambda is_main_process: True
     model.save_pretrained(tmp)
     _copy_processor(src, shrunk, tmp)
     if spec.mode == "faithful":
