@@ -30,7 +30,7 @@ from tinykit.artifacts import named as fixture_specs  # noqa: E402
 from tinykit.artifacts.cache import Cache  # noqa: E402
 from tinykit.hub.client import use_endpoint  # noqa: E402
 from tinykit.hub.server import HubServer  # noqa: E402
-from tinykit.pytest_plugin.fixtures import _factory, load_model  # noqa: E402
+from tinykit.pytest_plugin.fixtures import Factory, TinyModel, load_model  # noqa: E402
 
 RUNS = 5
 
@@ -52,7 +52,7 @@ def measure(spec: fixture_specs.FixtureSpec, hub: HubServer, tmp: Path) -> tuple
     path = fixture_specs.build_one(spec, cache)
 
     def fixture_call(loaded: dict) -> None:  # what `tiny_model(spec.name)` does in a test
-        _factory(("model",), cache, loaded, load_model)(spec.name)
+        Factory(TinyModel, ("model",), cache, (), load_model, loaded)(spec.name)
 
     disk = median_seconds(lambda: fixture_call({}))  # a new session: empty memory layer
     loaded: dict = {}

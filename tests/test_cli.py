@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import subprocess
 import sys
@@ -28,8 +29,15 @@ def test_make_tiny_embedded_default_then_verify(tmp_path):
     assert result["model_class"] == "Qwen3MoeForCausalLM" and result["path"] == str(out)
     assert result["bytes"] < 1_000_000 and result["params"] > 0
     assert {"config.json", "model.safetensors"} <= set(result["files"])
+    stages = [line for line in made.stderr.splitlines() if line.startswith("tinykit: ")]
+    assert stages[:3] == [
+        "tinykit: resolving qwen3_moe",
+        "tinykit: tokenizer (tiny mode)",
+        "tinykit: weights: Qwen3MoeForCausalLM (float32, seed 0)",
+    ]
     checked = tinykit("verify", out)
     assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert f"tinykit: checks: loading {out} with Qwen3MoeForCausalLM" in checked.stderr
     assert checked.stdout.rstrip().endswith("OK")
     assert "Qwen3MoeSparseMoeBlock" in checked.stdout
 
@@ -38,10 +46,10 @@ def test_make_tiny_embedded_default_then_verify(tmp_path):
     ("args", "code", "message"),
     [
         (["make-tiny", HUB_FILES / "THUDM/chatglm3-6b"], 2, "--trust-remote-code"),
-        (["make-tiny", "not-a-model"], 2, "is not a folder with config.json"),
+        (["make-tiny", "not-a-model"], 2, "is not a transformers model_type, a folder or a Hub id"),
         (["make-tiny", "llama", "--hidden", "30"], 2, "hidden=30"),
         (["make-tiny", "deepseek_v3", "--layers", "1"], 2, "cannot keep all 2 block types"),
-        (["verify", "no-such-dir"], 2, "has no config.json"),
+        (["verify", "no-such-dir"], 2, "Model folder no-such-dir does not exist"),
     ],
 )
 def test_bad_input_gives_one_line_error_nonzero_exit_and_writes_nothing(
@@ -54,8 +62,10 @@ def test_bad_input_gives_one_line_error_nonzero_exit_and_writes_nothing(
     )
     assert done.returncode == code
     assert message in done.stderr
-    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
-    assert done.stderr.startswith("tinykit: error: ")
+    # stage lines may come first; the error is one line, the last
+    lines = done.stderr.strip().splitlines()
+    assert [line for line in lines if "error" in line] == lines[-1:], done.stderr
+    assert lines[-1].startswith("tinykit: error: ")
     assert list(tmp_path.iterdir()) == []
 
 
@@ -89,3 +99,76 @@ def test_coverage_reports_each_type_and_sets_apart_upstream_breakage():
         and report["upstream_broken"] == ["dbrx"]
     )
     assert (report["passed"], report["total"], report["rate_buildable"]) == (2, 3, 1.0)
+
+
+def test_inprocess_determinism_imports_a_module_of_the_current_folder(tmp_path):
+    (tmp_path / "mystep.py").write_text(
+        "import torch\n\ndef step():\n    return torch.nn.Linear(3, 2)(torch.rand(4, 3))\n"
+    )
+    # -P: no working directory on sys.path, as under the installed `tinykit` console script
+    done = subprocess.run(
+        [sys.executable, "-P", "-m", "tinykit", "check-determinism", "mystep:step"]
+        + ["--mode", "inprocess"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("deterministic: 2 runs of mystep:step matched")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["make-tiny", "lama"],
+            "*'lama' is not a transformers model_type, * Did you mean 'llama'*",
+        ),
+        (["make-tiny", "Llama"], "* Did you mean 'llama'?"),
+        (["make-tiny", "qwen3-moe"], "* Did you mean 'qwen3_moe'?"),
+        (["make-tiny", "./no-such-folder"], "*Folder ./no-such-folder does not exist.*"),
+        (["verify", "./no-such-folder"], "*Model folder ./no-such-folder does not exist.*"),
+        (
+            ["maketiny", "llama"],
+            "tinykit: error: unknown command 'maketiny'. Did you mean 'make-tiny'?*",
+        ),
+        (
+            ["make-tiny", "llama", "--hiden", "8"],
+            "tinykit make-tiny: error: unrecognized arguments: --hiden 8. Did you mean '--hidden'?",
+        ),
+    ],
+)
+def test_usage_errors_answer_before_heavy_imports_with_a_suggestion(args, message):
+    # -X importtime lists every module imported: a fast answer imports neither torch nor transformers
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "tinykit", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    lines = done.stderr.splitlines()
+    assert fnmatch.fnmatch(lines[-1], message), lines[-1]
+    imported = {line.split("|")[-1].strip() for line in lines if line.startswith("import time:")}
+    assert not imported & {"torch", "transformers", "datasets"}
+    if "--hiden" in args:  # the subcommand's own usage, not the top-level one
+        assert any(line.startswith("usage: tinykit make-tiny ") for line in lines)
+
+
+def test_faithful_without_tokenizer_files_is_an_error_and_verify_flags_a_missing_one(tmp_path):
+    source = tmp_path / "config-only"
+    source.mkdir()
+    (source / "config.json").write_bytes(
+        (HUB_FILES / "meta-llama/Llama-2-7b-hf/config.json").read_bytes()
+    )
+    faithful = tinykit("make-tiny", source, "--mode", "faithful", "-o", tmp_path / "f")
+    assert faithful.returncode == 2
+    assert "has no tokenizer files" in faithful.stderr and not (tmp_path / "f").exists()
+    out = tmp_path / "tiny"
+    assert tinykit("make-tiny", source, "-o", out).returncode == 0
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        (out / name).unlink(missing_ok=True)
+    checked = tinykit("verify", out)
+    assert checked.returncode == 1
+    assert "PROBLEM: no tokenizer files beside the model, which reads token ids" in checked.stdout

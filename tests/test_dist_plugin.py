@@ -177,3 +177,43 @@ def pytest_sessionfinish():
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*HEAVY: [[][]]"])
     assert "tinykit" not in result.stdout.str() and not result.stderr.str().strip()
+
+
+def test_a_dist_test_trains_a_tiny_model_on_two_ranks(pytester, tmp_path):
+    pytester.makepyfile("""
+import pytest
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+
+@pytest.mark.tinykit_dist(world_size=2)
+def test_ddp_step(tiny_model, dist_env):
+    # rank 1 builds the fixture (transformers' save_pretrained writes on rank 0 only), then rank 0
+    # finds it in the cache
+    if dist_env.rank == 1:
+        model, path = tiny_model("tiny-llama")
+    dist.barrier()
+    if dist_env.rank == 0:
+        model, path = tiny_model("tiny-llama")
+    assert path.is_dir() and model.config.num_hidden_layers == 2
+    ddp = DistributedDataParallel(model)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+    ids = torch.randint(0, model.config.vocab_size, (2, 8))  # rank-seeded: differs per rank
+    losses = []
+    for _ in range(2):
+        loss = ddp(input_ids=ids + dist_env.rank, labels=ids).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        losses.append(loss.item())
+    assert losses[1] < losses[0]
+    flat = torch.cat([p.detach().flatten() for p in model.parameters()])
+    gathered = [torch.empty_like(flat) for _ in range(2)]
+    dist.all_gather(gathered, flat)
+    assert torch.equal(gathered[0], gathered[1])  # DDP kept the replicas in step
+""")
+    result = pytester.runpytest_subprocess(
+        f"--tinykit-cache-dir={tmp_path / 'cache'}", "-p", "no:cacheprovider"
+    )
+    result.assert_outcomes(passed=1)

@@ -11,6 +11,7 @@ import sys
 import pytest
 import transformers
 
+from tests._hub_files import load_warnings
 from tests.conftest import REPO
 from tinykit.artifacts import named as fixture_specs
 from tinykit.artifacts.cache import Cache
@@ -147,3 +148,10 @@ def test_cli_verify_exit_codes(specs, tmp_path, capsys):
     assert main(["fixtures", "verify", "tiny-text", *args]) == 1
     err = capsys.readouterr().err
     assert "FixtureDrift: 1 fixture(s) differ from lock.json: tiny-text: spec changed" in err
+
+
+def test_loading_a_shipped_model_fixture_logs_no_transformers_warning(tmp_path):
+    specs = fixture_specs.load_specs(REPO / "fixtures")
+    models = [name for name, spec in specs.items() if spec.kind == "model"]
+    built = fixture_specs.build(models, REPO / "fixtures", Cache(tmp_path))
+    assert load_warnings(built.values()) == ""

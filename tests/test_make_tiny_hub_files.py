@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from _hub_files import NATIVE, REMOTE_ONLY, is_multimodal, repo_id
+from _hub_files import NATIVE, REMOTE_ONLY, is_multimodal, load_warnings, repo_id
 from conftest import HUB_FILES
 
 import tinykit
@@ -179,3 +179,8 @@ def test_whole_fixture_with_its_tokenizer_is_tiny_and_consistent(folder, built):
     assert config.get_text_config().vocab_size == len(tokenizer) <= 1024
     if not is_multimodal(folder):
         assert result.bytes <= 1_000_000, result.files
+
+
+def test_loading_any_dev_set_model_logs_no_transformers_warning(built):
+    # RoPE scaling keeps its ratio after the positions shrink (Llama 3, gpt-oss, DeepSeek, Phi-3)
+    assert load_warnings(r.path for r in built.values()) == ""

@@ -64,7 +64,7 @@ def test_api_failure_leaves_nothing_half_written(tmp_path):
     with pytest.raises(ShrinkConstraintError):
         tinykit.make_tiny_tokenizer(hub("openai-community/gpt2-xl"), vocab=100, out=out)
     assert list(tmp_path.iterdir()) == []
-    with pytest.raises(UsageError, match="is not a folder with config.json"):
+    with pytest.raises(UsageError, match="is not a transformers model_type, a folder or a Hub id"):
         tinykit.make_tiny_tokenizer("no such source", out=out)
     path = tinykit.make_tiny_tokenizer(hub("facebook/bart-large-cnn"), vocab=600, out=out)
     assert path == out

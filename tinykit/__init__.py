@@ -15,6 +15,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "HubServer": "tinykit.hub.server",
     "check_determinism": "tinykit.repro.determinism",
+    "fixture_path": "tinykit.artifacts.lookup",
     "make_synthetic_dataset": "tinykit.dataset.synthetic",
     "make_tiny": "tinykit.model.build",
     "make_tiny_dataset": "tinykit.dataset.build",
@@ -36,6 +37,7 @@ __all__ = [  # every name of _LAZY and _MODULES (tests/test_import_is_light.py c
     "check_determinism",
     "env",
     "errors",
+    "fixture_path",
     "make_synthetic_dataset",
     "make_tiny",
     "make_tiny_dataset",
@@ -49,6 +51,7 @@ __all__ = [  # every name of _LAZY and _MODULES (tests/test_import_is_light.py c
 
 if TYPE_CHECKING:
     from tinykit import errors
+    from tinykit.artifacts.lookup import fixture_path
     from tinykit.dataset.build import make_tiny_dataset
     from tinykit.dataset.synthetic import make_synthetic_dataset
     from tinykit.distributed.launch import run_distributed

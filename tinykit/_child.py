@@ -122,6 +122,10 @@ def _import(name: str, file: str | None) -> Any:
     if mod is not None and (not file or _same_file(getattr(mod, "__file__", None), file)):
         return mod
     if not file:
+        # A child runs with `python -m`, which puts the working directory on sys.path; the
+        # `tinykit` console script does not: find modules of the current folder here too.
+        if "" not in sys.path and os.getcwd() not in sys.path:
+            sys.path.append(os.getcwd())
         return importlib.import_module(name)
     # Import by name only when that name really is this file: a script called "test.py" must
     # not be replaced by the stdlib's `test` package.

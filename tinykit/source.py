@@ -38,7 +38,10 @@ def resolve(
     source: str | Path, revision: str | None = None, trust_remote_code: bool = False
 ) -> Source:
     """Find the config of `source`; Hub ids download config/tokenizer/processor files only."""
+    from tinykit.suggest import check_source
+
     text = str(source)
+    check_source(text)
     path = Path(text).expanduser()
     if path.is_dir():
         src = _from_folder(path, text, revision=None)

@@ -89,3 +89,47 @@ def test_tiny_model_logits_match_their_snapshot_across_sessions(pytester, tmp_pa
     kinds = sorted(b["kind"] for b in Cache(cache_dir).builds())
     assert kinds == sorted(b["kind"] for b in Cache(tmp_path / "cold").builds())
     assert kinds == ["model", "model", "tokenizer"]  # llama spec, tiny-llama, the gpt2 tokenizer
+
+
+REPO_FIXTURE_TESTS = """
+from pathlib import Path
+
+import tinykit
+
+def test_repo_fixture(tiny_dataset, tinykit_cache):
+    ds, path = tiny_dataset("tiny-mine")
+    assert ds["train"].num_rows == 5 and list(ds["train"].features) == ["score"]
+    # the same artifact outside pytest, by name, from the public API
+    same = tinykit.fixture_path("tiny-mine", fixtures="fixtures", cache_dir=tinykit_cache.root)
+    assert same == path
+
+def test_a_repo_name_shadows_a_shipped_one(tiny_dataset):
+    ds, _ = tiny_dataset("tiny-text")
+    assert ds["train"].num_rows == 2
+"""
+REPO_FIXTURES = """
+[tiny-mine]
+kind = "synthetic_dataset"
+source = { score = { dtype = "float32", _type = "Value" } }
+spec = { rows = 5, seed = 0 }
+
+[tiny-text]
+kind = "synthetic_dataset"
+source = { text = { dtype = "string", _type = "Value" } }
+spec = { rows = 2, seed = 0 }
+"""
+
+
+def test_a_repo_registers_its_own_named_fixtures(pytester, tmp_path):
+    pytester.makepyfile(REPO_FIXTURE_TESTS)
+    (pytester.path / "fixtures").mkdir()
+    (pytester.path / "fixtures" / "mine.toml").write_text(REPO_FIXTURES)
+    pytester.makeini("[pytest]\ntinykit_fixtures = fixtures\n")
+    result = pytester.runpytest_subprocess(f"--tinykit-cache-dir={tmp_path / 'cache'}")
+    result.assert_outcomes(passed=2)
+    pytester.makeini("[pytest]\ntinykit_fixtures = no-such-folder\n")
+    missing = pytester.runpytest_subprocess(
+        f"--tinykit-cache-dir={tmp_path / 'cache'}", "-k", "shadows"
+    )
+    missing.assert_outcomes(failed=1)
+    missing.stdout.fnmatch_lines(["*Fixture folder *no-such-folder does not exist*"])

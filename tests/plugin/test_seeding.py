@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import random
 import re
+import subprocess
+import sys
 import zlib
 
 import pytest
+import torch
 
 PRINTS_RANDOM = """
 import random
@@ -58,13 +62,41 @@ def test_last_without_a_previous_run_is_a_usage_error(pytester: pytest.Pytester)
     result.stderr.fnmatch_lines(["*--tinykit-seed=last: no previous seed is recorded*"])
 
 
-def test_plugin_is_silent_and_does_not_seed_when_unused(pytester: pytest.Pytester):
+def header_seed(result: pytest.RunResult) -> int:
+    return int(re.search(r"tinykit: seed=(\d+) ", result.stdout.str()).group(1))
+
+
+def test_a_test_draws_the_same_numbers_alone_and_inside_the_suite(pytester: pytest.Pytester):
+    path = pytester.makepyfile(PRINTS_RANDOM)
+    pytester.makepyfile(test_other="def test_c(tinykit_seed): pass")  # the suite uses tinykit
+    alone = pytester.runpytest_subprocess("-s", f"{path.name}::test_b")  # no tinykit fixture
+    alone.assert_outcomes(passed=1)
+    seed = header_seed(alone)
+    assert values(alone) == [expected(seed, f"{path.name}::test_b")]
+    suite = pytester.runpytest_subprocess("-s", f"--tinykit-seed={seed}")
+    suite.assert_outcomes(passed=3)
+    assert values(suite)[1] == values(alone)[0]
+
+
+def test_seeding_is_off_with_the_ini_switch_or_without_the_plugin(pytester: pytest.Pytester):
     pytester.makepyfile(PRINTS_RANDOM)
+    pytester.makeini("[pytest]\ntinykit_seed_tests = false\n")
     runs = [pytester.runpytest_subprocess("-s") for _ in range(2)]
+    runs.append(pytester.runpytest_subprocess("-s", "-p", "no:tinykit"))
     for result in runs:
         result.assert_outcomes(passed=2)
         assert not [line for line in result.outlines if "tinykit:" in line or "seed=" in line]
     assert values(runs[0]) != values(runs[1])  # random stays random: nothing was seeded
+
+
+def test_last_is_the_seed_a_test_last_ran_under(pytester: pytest.Pytester):
+    pytester.makepyfile(PRINTS_RANDOM)
+    first = pytester.runpytest_subprocess("-s", "--tinykit-seed=5")
+    pytester.runpytest_subprocess("--tinykit-seed=9", "--collect-only")  # seeds no test
+    pytester.runpytest_subprocess("--tinykit-seed=11", "-k", "no_such_test")
+    last = pytester.runpytest_subprocess("-s", "--tinykit-seed=last")
+    last.stdout.fnmatch_lines(["tinykit: seed=5 *"])
+    assert values(last) == values(first)
 
 
 def test_a_tinykit_fixture_turns_seeding_on_and_prints_the_seed(pytester: pytest.Pytester):
@@ -109,8 +141,49 @@ def test_xdist_workers_use_the_controller_seed(pytester: pytest.Pytester):
     )
 
 
-def test_xdist_without_explicit_seed_prints_it_in_the_summary(pytester: pytest.Pytester):
+def test_xdist_without_explicit_seed_prints_it_in_the_header(pytester: pytest.Pytester):
     pytester.makepyfile("def test_a(tinykit_seed): pass")
     result = pytester.runpytest_subprocess("-n", "2")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["tinykit: seed=* (reuse: *"])
+
+
+@pytest.fixture(scope="session")
+def pytest_randomly(tmp_path_factory) -> str:
+    """A folder holding pytest-randomly, for inner sessions only (it is not a tinykit dependency,
+    and installed in the venv it would reorder every session's tests)."""
+    target = tmp_path_factory.mktemp("pytest-randomly")
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", target]
+        + ["pytest-randomly"],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode:
+        pytest.skip(f"cannot install pytest-randomly: {done.stderr.strip()[-300:]}")
+    return str(target)
+
+
+DRAWS = """
+import random
+import torch
+def test_a():
+    print("value", random.random())
+    print("value", torch.rand(1).item())
+"""
+
+
+def test_pytest_randomly_seed_is_the_one_seed(pytester, monkeypatch, pytest_randomly):
+    path = pytester.makepyfile(DRAWS)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([pytest_randomly, os.environ["PYTHONPATH"]]))
+    first = pytester.runpytest_subprocess("-s", "--randomly-seed=123")
+    first.assert_outcomes(passed=1)
+    first.stdout.fnmatch_lines(["Using --randomly-seed=123", "tinykit: seed=123 *"])
+    test_seed = (123 + zlib.crc32(f"{path.name}::test_a".encode())) % 2**32
+    drawn = torch.rand(1, generator=torch.Generator().manual_seed(test_seed)).item()
+    assert values(first)[1] == pytest.approx(drawn)
+    assert values(pytester.runpytest_subprocess("-s", "--randomly-seed=123")) == values(first)
+    # --tinykit-seed is handed to pytest-randomly: still one seed for random, numpy and torch
+    ours = pytester.runpytest_subprocess("-s", "--tinykit-seed=123")
+    ours.stdout.fnmatch_lines(["Using --randomly-seed=123", "tinykit: seed=123 *"])
+    assert values(ours) == values(first)

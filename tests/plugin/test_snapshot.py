@@ -34,8 +34,9 @@ def test_snapshot_lifecycle_missing_then_written_then_compared(pytester, monkeyp
     missing.stdout.fnmatch_lines(
         [
             "*SnapshotMismatch: No snapshot 'logits' for this environment: *logits@torch-*_cpu_float32"
-            ".safetensors does not exist. Snapshots recorded for other environments: none. Record it "
-            "with: pytest 'test_model.py::test_logits' --tinykit-update-snapshots",
+            ".safetensors does not exist, nor one for the same device and dtypes under other "
+            "versions. Record it with: pytest 'test_model.py::test_logits' "
+            "--tinykit-update-snapshots",
         ]
     )
     written = pytester.runpytest_subprocess("--tinykit-update-snapshots")
@@ -56,6 +57,36 @@ def test_snapshot_lifecycle_missing_then_written_then_compared(pytester, monkeyp
             "rewrite it with: pytest 'test_model.py::test_logits' --tinykit-update-snapshots",
         ]
     )
+
+
+def test_a_recording_from_another_transformers_version_is_compared(pytester, monkeypatch):
+    pytester.makepyfile(test_model=LOGITS_TEST)
+    pytester.runpytest_subprocess("--tinykit-update-snapshots").assert_outcomes(passed=1)
+    folder = pytester.path / "__snapshots__" / "test_model" / "test_logits"
+    here = env_key({"x": torch.zeros(1)})
+    version = here.split("_transformers-")[1].split("_")[0]
+    # what an older install recorded: the same tensors under the transformers 5.23.0 key
+    for path in folder.iterdir():
+        path.rename(
+            path.with_name(path.name.replace(f"transformers-{version}", "transformers-5.23.0"))
+        )
+    before = sorted(p.name for p in folder.iterdir())
+    same = pytester.runpytest_subprocess()
+    same.assert_outcomes(passed=1)
+    same.stdout.fnmatch_lines(["tinykit: 2 tensor snapshot(s) matched another environment's*"])
+    monkeypatch.setenv("SHIFT", "0.001")  # a regression far above the cross-version tolerance
+    shifted = pytester.runpytest_subprocess()
+    shifted.assert_outcomes(failed=1)
+    shifted.stdout.fnmatch_lines(
+        [
+            "*SnapshotMismatch: Tensor snapshot 'logits' differs from the transformers 5.23.0 "
+            "recording *logits@torch-*_transformers-5.23.0_cpu_float32.safetensors: 'logits': "
+            "Mismatched elements: 6 / 6 (100.0%) with rtol=0.0001, atol=1e-05 for float32.*",
+        ]
+    )
+    assert sorted(p.name for p in folder.iterdir()) == before  # nothing recorded without the flag
+    pytester.runpytest_subprocess("--tinykit-update-snapshots").assert_outcomes(passed=1)
+    assert len(list(folder.iterdir())) == 4  # the flag records this environment beside the old
 
 
 def snap(tmp_path, update=False) -> TensorSnapshot:

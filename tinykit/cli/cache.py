@@ -6,7 +6,6 @@ import argparse
 import dataclasses
 import time
 
-from tinykit.artifacts import cache
 from tinykit.cli import emit
 
 
@@ -28,6 +27,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_ls(args: argparse.Namespace) -> int:
+    from tinykit.artifacts import cache  # on use: it would slow every parse
+
     entries = cache.ls(args.cache_dir)
     root = cache.Cache(args.cache_dir).root
     lines = [f"{len(entries)} artifact(s) in {root}"]
@@ -39,6 +40,8 @@ def run_ls(args: argparse.Namespace) -> int:
 
 
 def run_clear(args: argparse.Namespace) -> int:
+    from tinykit.artifacts import cache  # on use: it would slow every parse
+
     removed = cache.clear(args.cache_dir, args.keys or None)
     root = cache.Cache(args.cache_dir).root
     text = f"removed {removed} artifact(s) from {root}"

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from tinykit.artifacts import named as fixture_specs
-from tinykit.artifacts.cache import Cache
 from tinykit.cli import emit
 
 
@@ -51,12 +49,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_build(args: argparse.Namespace) -> int:
+    from tinykit.artifacts import named as fixture_specs  # on use, not at parse time
+    from tinykit.artifacts.cache import Cache
+
     built = fixture_specs.build(args.names, args.fixtures_dir, Cache(args.cache_dir))
     emit(built, args.json, "\n".join(f"{name}  {path}" for name, path in built.items()))
     return 0
 
 
 def run_verify(args: argparse.Namespace) -> int:
+    from tinykit.artifacts import named as fixture_specs  # on use, not at parse time
+    from tinykit.artifacts.cache import Cache
+
     report = fixture_specs.verify(args.names, args.fixtures_dir, Cache(args.cache_dir), args.fresh)
     changed = ", ".join(f"{k} {a} -> {b}" for k, (a, b) in report["version_changes"].items())
     text = f"{len(report['checked'])} fixture(s) match lock.json"
@@ -65,6 +69,9 @@ def run_verify(args: argparse.Namespace) -> int:
 
 
 def run_lock(args: argparse.Namespace) -> int:
+    from tinykit.artifacts import named as fixture_specs  # on use, not at parse time
+    from tinykit.artifacts.cache import Cache
+
     path = fixture_specs.lock(args.names, args.fixtures_dir, Cache(args.cache_dir), args.fresh)
     emit({"lock": str(path)}, args.json, f"wrote {path}")
     return 0

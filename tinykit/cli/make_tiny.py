@@ -86,6 +86,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tinykit.suggest import check_source
+
+    check_source(args.source)  # before the heavy imports: a typo answers in well under a second
     from tinykit.model.build import build
     from tinykit.model.spec import ShrinkSpec
 

@@ -18,6 +18,7 @@ from tinykit.errors import TinyArtifactInvalid, UnsupportedModelError, UsageErro
 from tinykit.model import provenance
 from tinykit.model.config import ShrunkConfig, remap_token_ids, shrink_config
 from tinykit.model.spec import ShrinkSpec
+from tinykit.progress import stage
 from tinykit.source import Source, resolve
 from tinykit.staging import move_into_place, output_errors, staging_folder
 
@@ -124,6 +125,7 @@ def build(
     """
     started = time.perf_counter()
     spec = ShrinkSpec.from_kwargs(**spec_kwargs)
+    stage(f"resolving {source}")
     src = resolve(source, revision, trust_remote_code)
     target = Path(out) if out is not None else Path(f"tiny-{src.short_name}")
     if target.exists() and not force:
@@ -144,6 +146,7 @@ def build(
     if push_to_hub:
         from tinykit.hub import client as hub
 
+        stage(f"pushing to {push_to_hub}")
         result.pushed = hub.push_folder(target, push_to_hub)
     result.seconds = time.perf_counter() - started
     return result
@@ -157,6 +160,7 @@ def _build_into(
 
     hf_logging.disable_progress_bar()  # keep CLI output to tinykit's one line
     remote = src.folder if trust_remote_code and "auto_map" in src.config else None
+    stage(f"tokenizer ({spec.mode} mode)")
     tokenizer = _make_tokenizer(src, spec, tmp)
     shrunk = shrink_config(
         src.config,
@@ -168,7 +172,10 @@ def _build_into(
     )
     cls = model_class(src, shrunk.config, remote is not None)
     config = shrunk.config if remote else config_for(cls, shrunk.config)
+    # BART's legacy flag makes transformers warn on every load: the generation config says it.
+    force_bos = bool(config.__dict__.pop("force_bos_token_to_be_generated", False))
     dtype = getattr(torch, spec.dtype)
+    stage(f"weights: {cls.__name__} ({spec.dtype}, seed {spec.seed})")
     torch.manual_seed(spec.seed)
     model = (
         cls._from_config(config, dtype=torch.float32)
@@ -177,6 +184,11 @@ def _build_into(
     )
     model = model.to(dtype)
     _attach_generation_config(model, src, spec, tokenizer.id_map if tokenizer else None)
+    if force_bos and model.generation_config.forced_bos_token_id is None:
+        model.generation_config.forced_bos_token_id = config.bos_token_id
+    # Under torch.distributed, transformers saves on rank 0 only; this folder is this process's
+    # own artifact (a tinykit_dist test builds its fixture on whichever rank takes the lock).
+    model.should_save_on_this_rank = lambda is_main_process: True
     model.save_pretrained(tmp)
     _copy_processor(src, shrunk, tmp)
     if spec.mode == "faithful":
@@ -306,6 +318,14 @@ def _copy_tokenizer(src: Source, tmp: Path) -> None:
         raise UsageError(
             f"--mode faithful keeps the source's real tokenizer, and {src.name!r} (a bare model_type) has "
             f"none. Use a folder or Hub id as the source, or --mode tiny."
+        )
+    from tinykit.tokenizer.source import has_tokenizer_files
+
+    if not has_tokenizer_files(src.folder):
+        raise UsageError(
+            f"--mode faithful keeps the source's real tokenizer, and {src.folder} has no tokenizer "
+            "files (tokenizer.json, vocab files or a SentencePiece model). Add them, or use "
+            "--mode tiny, which trains a tiny tokenizer."
         )
     for path in sorted(src.folder.iterdir()):
         if (

@@ -171,6 +171,7 @@ def _shrink_node(
             continue
         overrides[key] = merged[key] = _evaluate(expr, merged, f"{path}{key}")
     _shrink_rope(merged, overrides)
+    _rescale_rope_positions(full, merged, overrides)
     base.update(overrides)
     return {**merged, **overrides}
 
@@ -291,6 +292,37 @@ def _shrink_rope(merged: dict[str, Any], overrides: dict[str, Any]) -> None:
                 params[key] = params[key][: head_dim // 2]
         if isinstance(params.get("mrope_section"), list):
             params["mrope_section"] = _split_like(params["mrope_section"], head_dim // 2)
+    overrides["rope_parameters" if "rope_parameters" in merged else "rope_scaling"] = rope
+
+
+def _rescale_rope_positions(
+    full: dict[str, Any], merged: dict[str, Any], overrides: dict[str, Any]
+) -> None:
+    """Scaled RoPE keeps its ratio when positions shrink: ``original_max_position_embeddings``
+    becomes ``positions / factor`` (and positions a multiple of it), or transformers warns on
+    every load (8192 original against 512 positions for Llama 3, a YaRN factor mismatch)."""
+    key = "max_position_embeddings"
+    before, after = full.get(key), merged.get(key)
+    rope = merged.get("rope_parameters") or merged.get("rope_scaling")
+    if not (_is_int(before) and _is_int(after) and isinstance(rope, dict)) or after >= before:
+        return
+    rope = overrides.get("rope_parameters", overrides.get("rope_scaling", copy.deepcopy(rope)))
+    orig_key = "original_max_position_embeddings"
+    top = merged.get(orig_key)  # Phi-3 keeps it beside, not inside, rope_scaling
+    for params in [rope, *[v for v in rope.values() if isinstance(v, dict)]]:
+        original = params.get(orig_key, top if params is rope else None)
+        if not _is_int(original) or original <= 0:
+            continue
+        factor = params.get("factor")
+        if not isinstance(factor, int | float) or factor <= 0:
+            factor = params["factor"] = before / original  # what it implied (Phi-3's longrope)
+        shrunk = max(1, int(after // factor))
+        if orig_key in params:
+            params[orig_key] = shrunk
+        if _is_int(top):
+            overrides[orig_key] = merged[orig_key] = shrunk
+        if float(shrunk * factor).is_integer() and 0 < shrunk * factor <= after:
+            overrides[key] = merged[key] = int(shrunk * factor)
     overrides["rope_parameters" if "rope_parameters" in merged else "rope_scaling"] = rope
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tinykit.errors import TinyArtifactInvalid, UsageError
+from tinykit.progress import stage
 
 BATCH, SEQ = 2, 16
 
@@ -65,6 +66,7 @@ def verify(path: str | Path, *, raise_on_failure: bool = False) -> VerifyReport:
     cls = getattr(transformers, arch or "", None) or transformers.AutoModel
     report = VerifyReport(str(folder), model_class=getattr(cls, "__name__", str(cls)))
     report.bytes = sum(p.stat().st_size for p in folder.iterdir() if p.is_file())
+    stage(f"checks: loading {folder} with {report.model_class}")
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity(hf_logging.CRITICAL)  # its load report would repeat our one line
     try:
@@ -81,6 +83,7 @@ def verify(path: str | Path, *, raise_on_failure: bool = False) -> VerifyReport:
     report.block_types = block_types(model)
     generator = torch.Generator().manual_seed(0)
     inputs, labels = make_inputs(model, generator)
+    stage("checks: forward + backward, generate, reload, tokenizer")
     _train_step(model, inputs, labels, report)
     _generate(model, inputs, report)
     _reload(model, cls, folder, inputs, report)
@@ -219,6 +222,13 @@ def _tokenizer(model: Any, folder: Path, inputs: dict, report: VerifyReport) -> 
     from tinykit.tokenizer.source import has_tokenizer_files
 
     if not has_tokenizer_files(folder):
+        vocab = getattr(model.config.get_text_config(decoder=True), "vocab_size", None)
+        if vocab is not None:  # it reads token ids, and a test has nothing to encode text with
+            report.problems.append(
+                f"no tokenizer files beside the model, which reads token ids (vocab_size {vocab}). "
+                "Rebuild it with tinykit make-tiny (tiny mode ships a tokenizer) or add the "
+                "source's tokenizer files"
+            )
         return
     report.tokenizer = check_tokenizer(folder)
     report.problems += [f"tokenizer: {p}" for p in report.tokenizer.get("problems", [])]

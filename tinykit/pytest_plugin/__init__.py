@@ -1,15 +1,16 @@
 """The `tinykit` pytest plugin (entry point `pytest11`): options, markers, seeding and fixtures.
 
-Loading it must stay cheap and silent: it is auto-loaded in every environment where tinykit
-is installed, so nothing here (or in the fixture modules it imports) imports torch,
-transformers or datasets at module level, and nothing is printed or seeded unless the session
-uses tinykit (a ``--tinykit-*`` option, ``TINYKIT_SEED``, or a test that requests a tinykit
-fixture or marker).
+Loading it must stay cheap: it is auto-loaded in every environment where tinykit is installed,
+so nothing here (or in the fixture modules it imports) imports torch, transformers or datasets
+at module level.
 
-Seeding: the session has one seed (random unless given); each test runs under
-``(seed + crc32(nodeid)) % 2**32``, so one test's seed does not depend on which others run.
+Seeding is on for every test whenever the plugin is installed, so a test draws the same numbers
+alone and inside the suite; opt out with ``-p no:tinykit`` or the ini switch
+``tinykit_seed_tests = false``. The session has one seed (random unless given); each test runs
+under ``(seed + crc32(nodeid)) % 2**32``, so one test's seed does not depend on which others run.
+With pytest-randomly installed its ``--randomly-seed`` is the session seed (one seed to pass).
 xdist workers get the controller's seed. Reproduce a run with ``--tinykit-seed=<printed value>``
-or ``--tinykit-seed=last``.
+or ``--tinykit-seed=last`` (the last seed some test actually ran under).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from tinykit.repro.seed import seed_loaded
 
 SEED = pytest.StashKey[int]()
 SEED_EXPLICIT = pytest.StashKey[bool]()
-ACTIVE = pytest.StashKey[bool]()  # the session uses tinykit: seed tests and print the seed
+ACTIVE = pytest.StashKey[bool]()  # seed tests and print the seed (ini tinykit_seed_tests)
 SEEDED_LATE = pytest.StashKey[set]()  # per test: RNG modules first imported during setup
 TEST_SEED = pytest.StashKey[int]()
 CACHE_SEED_KEY = "tinykit/seed"
@@ -74,21 +75,43 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="rewrite tensor_snapshot golden files instead of comparing with them.",
     )
+    parser.addini(
+        "tinykit_seed_tests",
+        type="bool",
+        default=True,
+        help="seed random/numpy/torch before every test (default true; false turns it off)",
+    )
+    parser.addini(
+        "tinykit_fixtures",
+        type="paths",
+        default=[],
+        help="folders of this repo's own named fixtures (*.toml, as tinykit's fixtures/); "
+        "a name defined here shadows a shipped fixture of the same name",
+    )
 
 
+@pytest.hookimpl(trylast=True)  # after pytest-randomly's, which settles --randomly-seed
 def pytest_configure(config: pytest.Config) -> None:
     for line in MARKERS:
         config.addinivalue_line("markers", line)
     seed, explicit = _session_seed(config)
     config.stash[SEED] = seed
     config.stash[SEED_EXPLICIT] = explicit
-    config.stash[ACTIVE] = explicit or any(
-        config.getoption(o) for o in ("tinykit_cache_dir", "tinykit_update_snapshots")
-    )
-    if (cache := getattr(config, "cache", None)) and not hasattr(config, "workerinput"):
-        cache.set(CACHE_SEED_KEY, seed)
+    config.stash[ACTIVE] = bool(config.getini("tinykit_seed_tests"))
+    if config.stash[ACTIVE] and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(SeedStore(config), "tinykit-seed-store")
+    if config.stash[ACTIVE] and _randomly(config):
+        # pytest-randomly reseeds random/numpy itself after us: hand it the same seed.
+        config.option.randomly_seed = seed
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(XdistHooks(), "tinykit-xdist")
+
+
+def _randomly(config: pytest.Config) -> bool:
+    """Whether pytest-randomly is loaded and reseeds tests (it has no seed when disabled)."""
+    return config.pluginmanager.hasplugin("randomly") and bool(
+        getattr(config.option, "randomly_reset_seed", False)
+    )
 
 
 def _session_seed(config: pytest.Config) -> tuple[int, bool]:
@@ -111,6 +134,8 @@ def _session_seed(config: pytest.Config) -> tuple[int, bool]:
                 f"({config.rootpath / '.pytest_cache'}). Run once without it, or pass an integer."
             )
         return int(last), True
+    if option is None and _randomly(config) and isinstance(config.option.randomly_seed, int):
+        return config.option.randomly_seed, False  # its --randomly-seed, given or drawn
     if option is None:
         return random.Random().randrange(10**6), False
     return int(option), True
@@ -126,34 +151,17 @@ class XdistHooks:
 
 def seed_header(config: pytest.Config) -> str:
     seed = config.stash[SEED]
-    line = f"tinykit: seed={seed} (reuse: --tinykit-seed={seed} or --tinykit-seed=last)"
+    reuse = f"--tinykit-seed={seed} or --tinykit-seed=last"
+    if _randomly(config):
+        reuse += f"; pytest-randomly: --randomly-seed={seed}"
+    line = f"tinykit: seed={seed} (reuse: {reuse})"
     if "torch" in sys.modules:  # never import it just to print a version
         line += f" torch={sys.modules['torch'].__version__}"
     return line
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
-    return seed_header(config) if config.stash[SEED_EXPLICIT] else None
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not config.stash[ACTIVE]:
-        config.stash[ACTIVE] = any(uses_tinykit(item) for item in items)
-
-
-def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> str | None:
-    if config.stash[ACTIVE] and not config.stash[SEED_EXPLICIT]:
-        return seed_header(config)
-    return None
-
-
-def uses_tinykit(item: pytest.Item) -> bool:
-    """Whether a test requests a fixture defined by tinykit or carries a ``tinykit_*`` marker."""
-    if any(m.name.startswith("tinykit_") for m in item.iter_markers()):
-        return True
-    info = getattr(item, "_fixtureinfo", None)
-    defs = info.name2fixturedefs.values() if info else ()
-    return any(d.func.__module__.startswith("tinykit.") for chain in defs for d in chain)
+    return seed_header(config) if config.stash[ACTIVE] else None
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -165,6 +173,22 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         item.stash[SEEDED_LATE] = {"numpy", "torch"} - set(sys.modules)
         seed_loaded(seed)
         item.user_properties.append(("tinykit_seed", item.config.stash[SEED]))
+
+
+class SeedStore:
+    """Stores the seed for ``--tinykit-seed=last`` once a test ran under it (xdist workers'
+    reports reach the controller's hook too): a session that seeded nothing keeps the old one."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.stored = False
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if self.stored or not any(name == "tinykit_seed" for name, _ in report.user_properties):
+            return
+        if cache := getattr(self.config, "cache", None):
+            cache.set(CACHE_SEED_KEY, self.config.stash[SEED])
+        self.stored = True
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -203,17 +227,16 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    from tinykit.pytest_plugin.snapshot import WRITTEN
+    from tinykit.pytest_plugin.snapshot import ACROSS, WRITTEN
 
     if written := config.stash.get(WRITTEN, []):
         terminalreporter.write_line(f"tinykit: wrote {len(written)} tensor snapshot(s)")
-    # An xdist controller collects nothing itself: print the seed if any worker used it.
-    if hasattr(config, "workerinput") or config.stash[SEED_EXPLICIT] or config.stash[ACTIVE]:
-        return
-    reports = [r for stat in terminalreporter.stats.values() for r in stat]
-    properties = [p for r in reports for p in getattr(r, "user_properties", ())]
-    if any(name == "tinykit_seed" for name, _ in properties):
-        terminalreporter.write_line(seed_header(config))
+    if across := config.stash.get(ACROSS, []):
+        terminalreporter.write_line(
+            f"tinykit: {len(across)} tensor snapshot(s) matched another environment's recording "
+            "within the cross-environment tolerance; record this one with "
+            "--tinykit-update-snapshots"
+        )
 
 
 # Every public module of this package is a fixture module (found automatically; `_*.py` are

@@ -6,6 +6,10 @@ every test its own deep copy, so a test that trains the model cannot leak into a
 
     def test_step(tiny_model):
         model, path = tiny_model("qwen3_moe", layers=2, hidden=64)
+
+The factories pickle (a ``tinykit_dist`` test gets them on every rank): what travels is the
+cache folder and the fixture folders, and each rank finds the built folder and loads it there.
+Named fixtures are tinykit's shipped ones plus the repo's own (ini ``tinykit_fixtures``).
 """
 
 from __future__ import annotations
@@ -18,8 +22,8 @@ from typing import Any, NamedTuple
 import pytest
 
 from tinykit.artifacts.cache import Cache
-from tinykit.artifacts.named import FixtureSpec, build_one, load_specs
-from tinykit.errors import UsageError
+from tinykit.artifacts.lookup import resolve
+from tinykit.artifacts.named import build_one
 
 
 class TinyModel(NamedTuple):
@@ -67,74 +71,84 @@ def tinykit_device() -> str:
     return select_device()
 
 
-def resolve(kinds: tuple[str, ...], source: Any, spec: dict[str, Any]) -> FixtureSpec:
-    """What to build: the shipped fixture ``source`` names (if no spec is given), else ad hoc.
+@pytest.fixture(scope="session")
+def tinykit_fixture_folders(pytestconfig: pytest.Config) -> tuple[Path, ...]:
+    """The repo's own named-fixture folders: ini ``tinykit_fixtures``, relative to the ini file."""
+    return tuple(pytestconfig.getini("tinykit_fixtures"))
 
-    Otherwise a features dict means a synthetic dataset, anything else ``kinds[0]``'s builder.
+
+class Factory:
+    """``factory(source, **spec)`` -> ``wrap(object, path)``: build once per key, load once.
+
+    Picklable: a copy sent to a rank process keeps the cache root and fixture folders and drops
+    the loaded objects, so the rank finds the built folder in the cache and loads its own.
     """
-    if isinstance(source, str) and not spec and (named := load_specs().get(source)):
-        if named.kind not in kinds:
-            raise UsageError(
-                f"Fixture {source!r} ({named.file}) is a {named.kind}, not a {kinds[0]}. "
-                f"Request it with the tiny_{named.kind.split('_')[-1]} fixture."
-            )
-        return named
-    if isinstance(source, dict) and "synthetic_dataset" in kinds:
-        return FixtureSpec("", "synthetic_dataset", source, spec)
-    return FixtureSpec("", kinds[0], source, spec)
 
+    def __init__(
+        self,
+        wrap: Callable[[Any, Path], Any],
+        kinds: tuple[str, ...],
+        cache: Cache,
+        folders: tuple[Path, ...],
+        load: Callable[[Path], Any],
+        loaded: dict,
+        private_copy: bool = True,
+    ) -> None:
+        self.wrap, self.kinds, self.load, self.private_copy = wrap, kinds, load, private_copy
+        self.cache_root, self.folders, self.loaded = cache.root, folders, loaded
 
-def _factory(
-    kinds: tuple[str, ...],
-    cache: Cache,
-    loaded: dict,
-    load: Callable[[Path], Any],
-    private_copy: bool = True,
-) -> Callable:
-    def make(source: Any, **spec: Any) -> tuple[Any, Path]:
-        path = build_one(resolve(kinds, source, spec), cache)
-        if (kinds[0], path.name) not in loaded:
-            loaded[kinds[0], path.name] = load(path)
-        obj = loaded[kinds[0], path.name]
-        return (copy.deepcopy(obj) if private_copy else obj), path
+    def __call__(self, source: Any, **spec: Any) -> Any:
+        path = build_one(resolve(self.kinds, source, spec, self.folders), Cache(self.cache_root))
+        if (self.kinds[0], path.name) not in self.loaded:
+            self.loaded[self.kinds[0], path.name] = self.load(path)
+        obj = self.loaded[self.kinds[0], path.name]
+        return self.wrap(copy.deepcopy(obj) if self.private_copy else obj, path)
 
-    return make
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "loaded": {}}  # models stay here; a rank loads its own
 
 
 @pytest.fixture
-def tiny_model(tinykit_cache: Cache, tinykit_loaded: dict) -> Callable[..., TinyModel]:
+def tiny_model(
+    tinykit_cache: Cache, tinykit_loaded: dict, tinykit_fixture_folders: tuple[Path, ...]
+) -> Callable[..., TinyModel]:
     """Factory: ``tiny_model(source, **spec)`` -> ``TinyModel(model, path)``, built once per spec.
 
     ``source`` is a shipped fixture name (``"tiny-qwen3-moe"``, see ``tinykit fixtures build``)
     or what ``tinykit.make_tiny`` takes (a folder, a Hub id or a bare model_type such as
     ``"qwen3_moe"``, with spec ``layers=2, hidden=64, ...``).
     """
-    make = _factory(("model",), tinykit_cache, tinykit_loaded, load_model)
-    return lambda source, **spec: TinyModel(*make(source, **spec))
+    folders = tinykit_fixture_folders
+    return Factory(TinyModel, ("model",), tinykit_cache, folders, load_model, tinykit_loaded)
 
 
 @pytest.fixture
-def tiny_tokenizer(tinykit_cache: Cache, tinykit_loaded: dict) -> Callable[..., TinyTokenizer]:
+def tiny_tokenizer(
+    tinykit_cache: Cache, tinykit_loaded: dict, tinykit_fixture_folders: tuple[Path, ...]
+) -> Callable[..., TinyTokenizer]:
     """Factory: ``tiny_tokenizer(source, **spec)`` -> ``TinyTokenizer(tokenizer, path)``.
 
     ``source`` is a shipped model fixture name (its tiny tokenizer: ``len(tok) == vocab_size``)
     or a tokenizer folder for ``tinykit.make_tiny_tokenizer`` (spec ``vocab=...``).
     """
-    make = _factory(("tokenizer", "model"), tinykit_cache, tinykit_loaded, load_tokenizer)
-    return lambda source, **spec: TinyTokenizer(*make(source, **spec))
+    kinds, folders = ("tokenizer", "model"), tinykit_fixture_folders
+    return Factory(TinyTokenizer, kinds, tinykit_cache, folders, load_tokenizer, tinykit_loaded)
 
 
 @pytest.fixture
-def tiny_dataset(tinykit_cache: Cache, tinykit_loaded: dict) -> Callable[..., TinyDataset]:
+def tiny_dataset(
+    tinykit_cache: Cache, tinykit_loaded: dict, tinykit_fixture_folders: tuple[Path, ...]
+) -> Callable[..., TinyDataset]:
     """Factory: ``tiny_dataset(source, **spec)`` -> ``TinyDataset(dataset_dict, path)``.
 
     ``source`` is a shipped fixture name (``"tiny-chat"``), a ``datasets.Features`` dict
     (synthetic rows; spec ``rows``, ``seed``) or what ``tinykit.make_tiny_dataset`` takes.
     """
     # Arrow-backed datasets are immutable (map/filter return new ones): share, do not copy.
-    kinds = ("dataset", "synthetic_dataset")
-    make = _factory(kinds, tinykit_cache, tinykit_loaded, load_dataset, private_copy=False)
-    return lambda source, **spec: TinyDataset(*make(source, **spec))
+    kinds, folders = ("dataset", "synthetic_dataset"), tinykit_fixture_folders
+    return Factory(
+        TinyDataset, kinds, tinykit_cache, folders, load_dataset, tinykit_loaded, private_copy=False
+    )
 
 
 def load_model(path: Path) -> Any:
