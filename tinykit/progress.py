@@ -17,10 +17,18 @@ def stage(message: str) -> None:
     LOGGER.info(message)
 
 
+class _CurrentStderr(logging.StreamHandler):
+    """Writes to whatever sys.stderr is at each line (a captured or replaced stream too)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stderr
+        super().emit(record)
+
+
 def to_stderr() -> None:
     """Print stages on stderr as ``tinykit: <stage>`` (the CLI's choice; libraries keep quiet)."""
     if not LOGGER.handlers:
-        handler = logging.StreamHandler(sys.stderr)
+        handler = _CurrentStderr()
         handler.setFormatter(logging.Formatter("tinykit: %(message)s"))
         LOGGER.addHandler(handler)
     LOGGER.setLevel(logging.INFO)
