@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+from pathlib import Path
 
 import datasets
 import pytest
@@ -45,8 +46,8 @@ def load(path, config=None):
 
 def files_of(folder):
     return {
-        p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(folder.rglob("*"))
+        p.relative_to(Path(folder)).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(Path(folder).rglob("*"))
         if p.is_file()
     }
 

@@ -7,6 +7,7 @@ import io
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import datasets
 import pyarrow as pa
@@ -80,8 +81,8 @@ def test_unsupported_feature_type_is_a_usage_error():
 
 def files_of(folder):
     return {
-        p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(folder.rglob("*"))
+        p.relative_to(Path(folder)).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(Path(folder).rglob("*"))
         if p.is_file()
     }
 

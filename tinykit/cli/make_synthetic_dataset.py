@@ -36,15 +36,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from tinykit.cli import emit
     from tinykit.dataset.synthetic import make_synthetic_dataset
-    from tinykit.dataset.write import summarize
 
-    out = make_synthetic_dataset(
-        args.features or args.source,
-        rows=args.rows,
-        out=args.out,
-        seed=args.seed,
-        overwrite=args.force,
+    result = make_synthetic_dataset(
+        args.features or args.source, args.out, rows=args.rows, seed=args.seed, force=args.force
     )
-    result = summarize(out)
-    emit(result, args.json, result["text"])
+    emit(result.to_dict(), args.json, result.text)
     return 0

@@ -47,7 +47,7 @@ def tinykit_cache(pytestconfig: pytest.Config) -> Cache:
 
 @pytest.fixture(scope="session")
 def tinykit_loaded() -> dict[tuple[str, str], Any]:
-    """Objects loaded this session, by (kind, cache key): the in-memory layer of the cache."""
+    """Objects loaded this session, by (kind, cached folder): the in-memory layer of the cache."""
     return {}
 
 
@@ -93,9 +93,9 @@ def _factory(
 ) -> Callable:
     def make(source: Any, **spec: Any) -> tuple[Any, Path]:
         path = build_one(resolve(kinds, source, spec), cache)
-        if (kinds[0], path.name) not in loaded:
-            loaded[kinds[0], path.name] = load(path)
-        obj = loaded[kinds[0], path.name]
+        if (kinds[0], str(path)) not in loaded:
+            loaded[kinds[0], str(path)] = load(path)
+        obj = loaded[kinds[0], str(path)]
         return (copy.deepcopy(obj) if private_copy else obj), path
 
     return make

@@ -22,6 +22,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from tinykit._files import atomic_write
+
 REPO_TYPES = ("model", "dataset", "space")
 URL_PREFIX = {"model": "", "dataset": "datasets/", "space": "spaces/"}
 
@@ -379,7 +381,4 @@ def _inside(folder: Path, path: str) -> Path:
 
 def _write_atomic(target: Path, data: bytes) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.replace(tmp, target)
+    atomic_write(target, data)
