@@ -41,9 +41,9 @@ def test_replace_folder_accepts_missing_or_empty_and_needs_force_otherwise(tmp_p
         assert staging.parent == tmp_path and staging.name.startswith(".out.tmp-")
         (staging / "a.txt").write_text("a")
     assert os.listdir(out) == ["a.txt"]
-    with pytest.raises(UsageError, match="already exists and is not empty. Pass --force"):
-        with replace_folder(out):
-            raise AssertionError("not reached: refused before any work")
+    refused = pytest.raises(UsageError, match="already exists and is not empty. Pass --force")
+    with refused, replace_folder(out):
+        raise AssertionError("not reached: refused before any work")
     with replace_folder(out, force=True) as staging:
         (staging / "b.txt").write_text("b")
     assert os.listdir(out) == ["b.txt"] and os.listdir(tmp_path) == ["out"]
@@ -53,20 +53,19 @@ def test_a_failed_write_leaves_the_old_folder_and_no_temp(tmp_path):
     out = tmp_path / "out"
     with replace_folder(out) as staging:
         (staging / "a.txt").write_text("a")
-    with pytest.raises(RuntimeError, match="boom"):
-        with replace_folder(out, force=True) as staging:
-            (staging / "half.txt").write_text("half")
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError, match="boom"), replace_folder(out, force=True) as staging:
+        (staging / "half.txt").write_text("half")
+        raise RuntimeError("boom")
     assert os.listdir(out) == ["a.txt"] and os.listdir(tmp_path) == ["out"]
 
 
 def test_a_folder_that_appears_meanwhile_is_kept_without_force(tmp_path):
     out = tmp_path / "out"
-    with pytest.raises(UsageError, match="appeared meanwhile .*Pass --force"):
-        with replace_folder(out) as staging:
-            (staging / "mine.txt").write_text("mine")
-            out.mkdir()
-            (out / "theirs.txt").write_text("theirs")  # another writer won the race
+    lost = pytest.raises(UsageError, match="appeared meanwhile .*Pass --force")
+    with lost, replace_folder(out) as staging:
+        (staging / "mine.txt").write_text("mine")
+        out.mkdir()
+        (out / "theirs.txt").write_text("theirs")  # another writer won the race
     assert os.listdir(out) == ["theirs.txt"] and os.listdir(tmp_path) == ["out"]
     shutil.rmtree(out)
     with replace_folder(out) as staging:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +36,7 @@ class Source:
 
 
 def resolve(
-    source: str | Path, revision: str | None = None, trust_remote_code: bool = False
+    source: str | os.PathLike[str], revision: str | None = None, trust_remote_code: bool = False
 ) -> Source:
     """Find the config of `source`; Hub ids download config/tokenizer/processor files only."""
     text = str(source)
