@@ -252,4 +252,6 @@ def test_python_api_raises_usage_error(src, tmp_path):
         tinykit.make_tiny_dataset(src["text"], rows=-1, out=tmp_path / "x")
     with pytest.raises(UsageError, match="Unknown split 'dev'.*Available: train"):
         tinykit.make_tiny_dataset(src["text"], splits=["dev"], out=tmp_path / "x")
+    with pytest.raises(UsageError, match=r"out=6 is not a folder path.*rows=10"):
+        tinykit.make_tiny_dataset(src["text"], 6)  # out is the second argument, sizes keywords
     assert not (tmp_path / "x").exists()

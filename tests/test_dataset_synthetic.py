@@ -159,3 +159,7 @@ def test_cli_from_a_features_file(tmp_path, capsys):
     assert main(["make-synthetic-dataset", "--features", str(bad), "-o", str(tmp_path / "x")]) == 2
     assert "Not a valid Features mapping" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+    with pytest.raises(UsageError, match=r"out=4 is not a folder path"):
+        tinykit.make_synthetic_dataset(str(bad), 4)
+    with pytest.raises(UsageError, match=r"seed='1' is not an integer"):
+        tinykit.make_synthetic_dataset(str(bad), tmp_path / "x", seed="1")

@@ -154,9 +154,8 @@ class Cache:
     def lookup(self, key: str) -> Path | None:
         """The artifact folder for ``key`` if it is fully built, else None."""
         meta = self.path(key) / META_FILE
-        if not meta.is_file():
-            return None
-        return self.path(key) / json.loads(meta.read_text())["name"]
+        name = json.loads(meta.read_text()).get("name") if meta.is_file() else None
+        return self.path(key) / name if name else None  # no name: an older layout, rebuilt
 
     def get_or_build(
         self,
