@@ -77,12 +77,13 @@ def test_a_folder_that_appears_meanwhile_is_kept_without_force(tmp_path):
 def test_stale_staging_folders_of_killed_writers_are_removed(tmp_path):
     out = tmp_path / "out"
     stale, fresh = tmp_path / ".out.tmp-dead", tmp_path / ".out.tmp-busy"
-    stale.mkdir()
-    fresh.mkdir()
+    killed, alive = tmp_path / ".out.tmp-999999999-x", tmp_path / f".out.tmp-{os.getpid()}-y"
+    for folder in (stale, fresh, killed, alive):
+        folder.mkdir()
     old = time.time() - 3600
     os.utime(stale, (old, old))
     remove_stale_staging(out)
-    assert not stale.exists() and fresh.exists()
+    assert not stale.exists() and not killed.exists() and fresh.exists() and alive.exists()
 
 
 def test_one_digest_for_a_folder_everywhere(tmp_path):

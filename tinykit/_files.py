@@ -79,7 +79,7 @@ def replace_folder(target: str | os.PathLike[str], *, force: bool = False) -> It
     check_target(target, force)
     target.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_staging(target)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+    staging = Path(tempfile.mkdtemp(prefix=_staging_prefix(target), dir=target.parent))
     try:
         staging.chmod(0o755)  # mkdtemp makes it private; outputs (and the shared cache) are not
         yield staging
@@ -101,7 +101,7 @@ def _rename_into_place(staging: Path, target: Path, force: bool) -> None:
                     f"output folder {target} appeared meanwhile (another build wrote it); it is "
                     "kept as it is. Pass --force (force=True) to replace it, or pick another -o."
                 ) from None
-        trash = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+        trash = Path(tempfile.mkdtemp(prefix=_staging_prefix(target), dir=target.parent))
         try:
             with contextlib.suppress(FileNotFoundError):
                 target.rename(trash / "old")
@@ -113,12 +113,21 @@ def _rename_into_place(staging: Path, target: Path, force: bool) -> None:
     raise UsageError(f"output folder {target} keeps being rewritten by another build. Retry.")
 
 
+def _staging_prefix(target: Path) -> str:
+    return f".{target.name}.tmp-{os.getpid()}-"  # the pid tells a live writer from a killed one
+
+
 def remove_stale_staging(target: Path, older_than: float = STALE_SECONDS) -> None:
-    """Delete ``.<name>.tmp-*`` siblings of ``target`` left by writers that were killed."""
+    """Delete ``.<name>.tmp-*`` siblings of ``target`` left by writers that were killed: their
+    pid is gone, or (no pid in the name) they are untouched for ``older_than`` seconds."""
+    import psutil
+
     cutoff = time.time() - older_than
     for old in target.parent.glob(f".{target.name}.tmp-*"):
+        pid = old.name[len(f".{target.name}.tmp-") :].split("-", 1)[0]
         with contextlib.suppress(OSError):
-            if old.is_dir() and old.stat().st_mtime < cutoff:
+            dead = not psutil.pid_exists(int(pid)) if pid.isdigit() else None
+            if old.is_dir() and (dead or (dead is None and old.stat().st_mtime < cutoff)):
                 shutil.rmtree(old, ignore_errors=True)
 
 

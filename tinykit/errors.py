@@ -38,6 +38,10 @@ class UnsupportedModelError(UsageError):
     """The source cannot be shrunk by tinykit (remote code, unknown model_type, no model class)."""
 
 
+class BisectError(UsageError):
+    """A bisect cannot start as asked: bad ends, nothing between them, no command; exit 2."""
+
+
 class SetupError(TinykitError):
     """The world around the code is not as needed (network, Hub, packages); exit 3."""
 
@@ -56,8 +60,17 @@ class OfflineCacheMiss(HubError, FileNotFoundError):
     """Offline mode is on and the files are not in the cache."""
 
 
+class BisectAborted(SetupError):
+    """A bisect stopped on tinykit's own failure (an install tool or git broke), not a verdict."""
+
+
 class DeviceUnavailableError(SetupError, RuntimeError):
     """The hardware a check needs is missing, or was initialised in the wrong order."""
+
+
+class ChildProcessFailed(TinykitError, ChildProcessError):
+    """A fresh interpreter running a function died, timed out or raised what cannot cross back
+    (.returncode, .timed_out, .stderr or .remote_type, .remote_traceback)."""
 
 
 class CheckFailed(TinykitError, AssertionError):

@@ -16,6 +16,8 @@ import sys
 import traceback
 
 from tinykit import __version__
+from tinykit.cli._args import OneLineParser
+from tinykit.cli._signals import Terminated, stop_on_sigterm
 from tinykit.errors import TinykitError
 
 
@@ -24,7 +26,7 @@ def command_modules() -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(  # its subparsers are OneLineParsers too
         prog="tinykit",
         description="Tiny random Hub models, tokenizers and datasets for fast, reproducible ML tests.",
     )
@@ -43,14 +45,15 @@ def emit(result: object, as_json: bool, text: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        with stop_on_sigterm():  # SIGTERM cleans up as Ctrl-C does: temp folders, servers
+            return int(args.func(args) or 0)
     except TinykitError as e:
         if os.environ.get("TINYKIT_DEBUG"):
             traceback.print_exc()
         print(f"tinykit: error: {type(e).__name__}: {e}", file=sys.stderr)
         return e.exit_code
-    except KeyboardInterrupt:
-        return 130
+    except KeyboardInterrupt as e:
+        return 143 if isinstance(e, Terminated) else 130  # 128 + the signal number
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from tinykit._files import check_target, output_path
 from tinykit.dataset import source as sources
 from tinykit.dataset.media import shrink_row
 from tinykit.dataset.select import pick_rows
-from tinykit.dataset.write import Card, DatasetResult, Split, write_dataset
+from tinykit.dataset.write import MAX_ROWS, Card, DatasetResult, Split, write_dataset
 from tinykit.errors import UsageError
 
 DEFAULT_ROWS = 20
@@ -49,6 +49,10 @@ def make_tiny_dataset(
     """
     if isinstance(rows, bool) or not isinstance(rows, int) or rows <= 0:
         raise UsageError(f"rows={rows!r} is not a positive integer. Pass --rows 1 or more.")
+    if rows > MAX_ROWS:  # tiny datasets: more is a typo, and would read or draw for minutes
+        raise UsageError(
+            f"rows={rows} is over the limit of {MAX_ROWS}. Pass --rows {MAX_ROWS} or fewer."
+        )
     out = output_path(out, f"tiny-{_name_of(source)}")
     check_target(out, force)
     src = sources.resolve(source, revision)

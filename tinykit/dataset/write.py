@@ -16,6 +16,9 @@ from typing import Any
 
 from tinykit._files import FolderResult, replace_folder
 from tinykit.errors import UsageError
+from tinykit.staging import output_errors
+
+MAX_ROWS = 10_000  # rows per split: the bound of make-tiny-dataset and make-synthetic-dataset
 
 
 @dataclass
@@ -48,7 +51,7 @@ def write_dataset(
     out: Path, configs: dict[str, list[Split]], card: Card, force: bool
 ) -> DatasetResult:
     """Write every config/split and the card into `out`, atomically (see tinykit._files)."""
-    with replace_folder(out, force=force) as tmp:
+    with output_errors(out), replace_folder(out, force=force) as tmp:
         for config, splits in configs.items():
             for split in splits:
                 split.num_bytes = _write_parquet(tmp / data_path(config, split.name), split)

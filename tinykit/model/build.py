@@ -22,6 +22,7 @@ from tinykit.model import provenance
 from tinykit.model.config import ShrunkConfig, remap_token_ids, shrink_config
 from tinykit.model.spec import ShrinkOptions, ShrinkSpec
 from tinykit.source import Source, resolve
+from tinykit.staging import output_errors
 
 if TYPE_CHECKING:
     from tinykit.tokenizer.build import TinyTokenizer
@@ -143,7 +144,7 @@ def make_tiny(
     if display_source is not None:
         src = dataclasses.replace(src, name=str(display_source))
     target = output_path(out, f"tiny-{src.short_name}")
-    with replace_folder(target, force=force) as staging:
+    with output_errors(target), replace_folder(target, force=force) as staging:
         built = _build_into(staging, src, shrink, recipes, trust_remote_code)
         provenance.write(staging, src, shrink, built, recipes)
     files = provenance.file_table(target)

@@ -55,12 +55,28 @@ def verify(path: str | Path, *, raise_on_failure: bool = False) -> VerifyReport:
         raise UsageError(
             f"{folder} has no config.json: not a model folder. Pass the folder make-tiny wrote."
         )
-    config = transformers.AutoConfig.from_pretrained(folder)
+    try:
+        config = transformers.AutoConfig.from_pretrained(folder)
+    except (OSError, ValueError, KeyError) as e:
+        raise UsageError(
+            f"{folder}/config.json cannot be read: {_first_line(e)}. Rebuild it with make-tiny."
+        ) from e
     arch = (config.architectures or [None])[0]
     cls = getattr(transformers, arch or "", None) or transformers.AutoModel
     report = VerifyReport(str(folder), model_class=getattr(cls, "__name__", str(cls)))
     report.bytes = sum(p.stat().st_size for p in folder.iterdir() if p.is_file())
-    model = cls.from_pretrained(folder)
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity(hf_logging.CRITICAL)  # its load report would repeat our one line
+    try:
+        model = cls.from_pretrained(folder)
+    except Exception as e:  # missing, truncated or mismatched weights: a failed check, one line
+        raise TinyArtifactInvalid(
+            f"{folder} failed verification: its weights (model.safetensors) do not load: "
+            f"{type(e).__name__}: {_first_line(e)}. Rebuild it with make-tiny --force.",
+            report=report.to_dict(),
+        ) from e
+    finally:
+        hf_logging.set_verbosity(verbosity)
     report.params = sum(p.numel() for p in model.parameters())
     report.block_types = block_types(model)
     generator = torch.Generator().manual_seed(0)
@@ -74,6 +90,10 @@ def verify(path: str | Path, *, raise_on_failure: bool = False) -> VerifyReport:
             f"{folder} failed verification: {'; '.join(report.problems)}.", report=report.to_dict()
         )
     return report
+
+
+def _first_line(e: BaseException) -> str:
+    return next((line.strip() for line in str(e).splitlines() if line.strip()), "no message")[:300]
 
 
 def make_inputs(model: Any, generator: Any) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+from tinykit._devices import physical_gpus
 from tinykit._files import atomic_write
 from tinykit._versions import ENV, __version__
 from tinykit.errors import UsageError
@@ -53,7 +54,7 @@ def capture(path: str | os.PathLike[str] | None = None, *, all_env: bool = False
         "packages": _packages(),
         "sources": _sources(),
         "torch": _torch(),
-        "devices": _devices(),
+        "devices": physical_gpus(),
         "cpu": _cpu(),
         "os": _os(),
         "env": redact_env(os.environ, all_env=all_env),
@@ -78,7 +79,10 @@ def _write_atomic(path: Path, text: str) -> None:
             f"cannot write the environment bundle to {path}: directory {path.parent} "
             "does not exist. Create it first (mkdir -p) or pick another -o path."
         )
-    atomic_write(path, text)
+    from tinykit.staging import output_errors
+
+    with output_errors(path):  # disk full, read-only: one line, and no temp file left
+        atomic_write(path, text)
 
 
 def _python() -> dict[str, Any]:
@@ -180,46 +184,6 @@ def _torch() -> dict[str, Any]:
         nccl = getattr(torch.cuda, "nccl", None)
         info["nccl"] = ".".join(map(str, nccl.version())) if nccl is not None else None
     return info
-
-
-def _devices() -> list[dict[str, Any]]:
-    """Accelerators, read without creating a CUDA context (that would break seeding order)."""
-    if "torch" in sys.modules and sys.modules["torch"].cuda.is_initialized():
-        torch = sys.modules["torch"]
-        return [
-            {
-                "name": p.name,
-                "capability": f"{p.major}.{p.minor}",
-                "memory_mib": p.total_memory // 2**20,
-            }
-            for p in map(torch.cuda.get_device_properties, range(torch.cuda.device_count()))
-        ]
-    try:
-        out = subprocess.run(
-            [
-                "nvidia-smi",
-                "--query-gpu=name,compute_cap,memory.total,driver_version",
-                "--format=csv,noheader,nounits",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    devices = []
-    for line in out.stdout.splitlines() if out.returncode == 0 else []:
-        fields = [f.strip() for f in line.split(",")]
-        if len(fields) == 4:
-            devices.append(
-                {
-                    "name": fields[0],
-                    "capability": fields[1],
-                    "memory_mib": int(float(fields[2])),
-                    "driver": fields[3],
-                }
-            )
-    return devices
 
 
 def _cpu() -> dict[str, Any]:

@@ -20,6 +20,7 @@ from typing import Any
 
 from tinykit._files import FolderResult, check_target, output_path, replace_folder
 from tinykit.errors import TinyArtifactInvalid, UsageError
+from tinykit.staging import output_errors
 from tinykit.tokenizer import edit as tjson
 from tinykit.tokenizer import files as files_fmt
 from tinykit.tokenizer.source import (
@@ -253,7 +254,7 @@ def make_tiny_tokenizer(
         src, model_type = tokenizer_folder(resolved.folder), resolved.model_type
         name, revision = resolved.short_name, resolved.revision
     target = output_path(out, Path.cwd() / f"tiny-{name}-tokenizer")
-    with replace_folder(target, force=force) as staging:
+    with output_errors(target), replace_folder(target, force=force) as staging:
         tiny = shrink_tokenizer(src, staging, vocab=vocab, model_type=model_type, method=method)
         result = TokenizerResult(
             path=target,

@@ -224,7 +224,14 @@ def read_source(src: Path | None, vocab: int, model_type: str | None, method: st
             old_ids={**old_ids, **{a.content: i for i, a in tok.added_tokens_decoder.items()}},
         )
     if (src / "tokenizer.json").is_file():
-        tj = json.loads(Tokenizer.from_file(str(src / "tokenizer.json")).to_str())
+        try:
+            tj = json.loads(Tokenizer.from_file(str(src / "tokenizer.json")).to_str())
+        except Exception as e:  # tokenizers raises a bare Exception for a corrupt file
+            raise UsageError(
+                f"{src / 'tokenizer.json'} is not a tokenizer the tokenizers library reads: "
+                f"{str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}. "
+                "Point at an intact tokenizer folder."
+            ) from e
         cls = _class_name(src, config, "PreTrainedTokenizerFast")
         # Llama-3 repos ship original/tokenizer.model (tiktoken) next to tokenizer.json
         tiktoken = next((n for n in files_fmt.TIKTOKEN_NAMES if _is_tiktoken(src / n)), None)
