@@ -101,7 +101,7 @@ def main() -> int:
             full = datasets.load_dataset(REPO, split="train", cache_dir=str(root / "ds-cache"))
             full.select(range(args.rows))
             full_s, full_bytes = time.perf_counter() - t, bytes_sent(hub.log, size)
-        tiny_rows = pq.ParquetFile(next(out.rglob("*.parquet"))).metadata.num_rows
+        tiny_rows = pq.ParquetFile(next(out.path.rglob("*.parquet"))).metadata.num_rows
 
     print(
         f"tinykit make_tiny_dataset ({tiny_rows} rows): {tiny_bytes:>13,} bytes read "

@@ -4,7 +4,7 @@
 
 For each fixture, in one process (torch and transformers already imported, so no column pays
 the import):
-  cold build   Cache.build into an empty cache: make_tiny + write + rename (target <= 1 s)
+  cold build   build_artifact into an empty cache: make_tiny + write + rename (target <= 1 s)
   warm disk    the tiny_model factory in a new session: cache hit on disk + load (<= 50 ms)
   warm memory  the tiny_model factory again in the same session: a private deep copy (<= 50 ms)
   hub cold     Cls.from_pretrained("tiny/<name>") served by tinykit.hub.server over 127.0.0.1,

@@ -13,7 +13,8 @@ import transformers
 
 import tinykit
 from tinykit.artifacts import cache as tk_cache
-from tinykit.artifacts.cache import META_FILE, Cache, package_versions
+from tinykit.artifacts.cache import META_FILE, Cache, key_versions
+from tinykit.artifacts.named import build_artifact, normalise
 from tinykit.cli import main
 from tinykit.errors import UsageError
 
@@ -36,11 +37,51 @@ def test_key_depends_on_kind_source_spec_and_revision(tmp_path):
 
 
 def test_key_covers_the_versions_that_change_bytes():
-    versions = package_versions()
+    import hypothesis
+    import pyarrow
+
+    versions = key_versions("model")
     assert versions["torch"] == torch.__version__
     assert versions["transformers"] == transformers.__version__
     assert versions["tinykit"] == tinykit.__version__
-    assert set(versions) == {"tinykit", "transformers", "tokenizers", "torch"}
+    assert {"tokenizers", "safetensors"} <= set(versions)
+    # datasets, pyarrow and hypothesis decide a synthetic dataset's bytes
+    synthetic = key_versions("synthetic_dataset")
+    assert synthetic["hypothesis"] == hypothesis.__version__
+    assert synthetic["pyarrow"] == pyarrow.__version__ and "datasets" in synthetic
+    assert "torch" not in synthetic and "hypothesis" not in key_versions("dataset")
+
+
+def test_spelled_out_defaults_give_one_key(tmp_path):
+    c = Cache(tmp_path)
+    keys = {
+        c.key("model", "llama", normalise("model", spec))
+        for spec in ({}, {"hidden": 32}, {"hidden": 32, "seed": 0}, {"layers": "auto"})
+    }
+    assert len(keys) == 1
+    assert normalise("model", {"seed": 0, "hidden": 64, "revision": None}) == {"hidden": 64}
+    assert normalise("synthetic_dataset", {"rows": 20, "seed": 0}) == {}
+    assert normalise("tokenizer", {"vocab": 512, "method": "auto"}) == {"vocab": 512}
+
+
+def test_a_typo_in_a_spec_fails_before_any_build(tmp_path):
+    with pytest.raises(UsageError, match=r"Unknown model option\(s\) hiden\. Valid options: dtype"):
+        build_artifact("model", "llama", {"hiden": 32}, Cache(tmp_path))
+    with pytest.raises(UsageError, match=r"Unknown tokenizer option\(s\) vocabb\. Valid options"):
+        build_artifact("tokenizer", "llama", {"vocabb": 512}, Cache(tmp_path))
+    with pytest.raises(UsageError, match="Unknown artifact kind 'wheel'"):
+        build_artifact("wheel", "llama", {}, Cache(tmp_path))
+    assert not (tmp_path / "artifacts").exists()
+
+
+def test_the_same_model_asked_with_and_without_defaults_builds_once(tmp_path):
+    c = Cache(tmp_path)
+    first = build_artifact("model", "llama", {}, c)
+    again = build_artifact("model", "llama", {"hidden": 32, "seed": 0, "dtype": "float32"}, c)
+    assert first == again and first.name == "tiny-llama"
+    assert (first / "model.safetensors").is_file()
+    assert [b["kind"] for b in c.builds()] == ["model"]
+    assert json.loads((first / "tinykit.json").read_text())["command"] == "tinykit make-tiny llama"
 
 
 def test_a_local_source_is_keyed_by_its_content(tmp_path):
@@ -65,10 +106,10 @@ def test_build_runs_once_and_then_hits(tmp_path):
     build = lambda out: (calls.append(out), write_file(out))  # noqa: E731
     first = c.get_or_build(key, build, kind="model", source="x")
     second = c.get_or_build(key, build, kind="model", source="x")
-    assert first == second == tmp_path / "artifacts" / key
-    assert len(calls) == 1 and calls[0] != first  # built in a temporary folder, then renamed
+    assert first == second == tmp_path / "artifacts" / key / "artifact"
+    assert calls == [first]  # complete once the meta file beside it is written
     assert (first / "weights.bin").read_bytes() == b"abc"
-    assert json.loads((first / META_FILE).read_text())["source"] == "x"
+    assert json.loads((first.parent / META_FILE).read_text())["source"] == "x"
     assert [b["key"] for b in c.builds()] == [key]
 
 
@@ -103,7 +144,7 @@ def test_concurrent_processes_build_a_key_once(tmp_path):
     procs = [subprocess.Popen(command, stdout=subprocess.PIPE, text=True) for _ in range(3)]
     paths = {p.communicate(timeout=60)[0].strip() for p in procs}
     assert all(p.returncode == 0 for p in procs)
-    assert paths == {str(root / "artifacts" / ("k" * 64))}
+    assert paths == {str(root / "artifacts" / ("k" * 64) / "artifact")}
     assert len(Cache(root).builds()) == 1
 
 
@@ -113,7 +154,7 @@ def test_ls_and_clear(tmp_path):
         c.get_or_build(c.key("model", source, {}), write_file, kind="model", source=source)
     entries = tk_cache.ls(tmp_path)
     assert sorted(e.source for e in entries) == ["a", "b"]
-    assert all(e.size_bytes > 3 and e.kind == "model" for e in entries)
+    assert all(e.size_bytes == 3 and e.kind == "model" for e in entries)  # the artifact alone
     assert tk_cache.clear(tmp_path, [entries[0].key[:10]]) == 1
     assert [e.source for e in tk_cache.ls(tmp_path)] == [entries[1].source]
     assert tk_cache.clear(tmp_path) == 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+from pathlib import Path
 
 import datasets
 import pytest
@@ -45,8 +46,8 @@ def load(path, config=None):
 
 def files_of(folder):
     return {
-        p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(folder.rglob("*"))
+        p.relative_to(Path(folder)).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(Path(folder).rglob("*"))
         if p.is_file()
     }
 
@@ -251,4 +252,6 @@ def test_python_api_raises_usage_error(src, tmp_path):
         tinykit.make_tiny_dataset(src["text"], rows=-1, out=tmp_path / "x")
     with pytest.raises(UsageError, match="Unknown split 'dev'.*Available: train"):
         tinykit.make_tiny_dataset(src["text"], splits=["dev"], out=tmp_path / "x")
+    with pytest.raises(UsageError, match=r"out=6 is not a folder path.*rows=10"):
+        tinykit.make_tiny_dataset(src["text"], 6)  # out is the second argument, sizes keywords
     assert not (tmp_path / "x").exists()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+from pathlib import Path
 
 import datasets
 import numpy as np
@@ -24,7 +25,8 @@ import tinykit
 from tinykit.cli import main
 
 
-def parquet_bytes(folder):
+def parquet_bytes(result):
+    folder = Path(result)  # a builder's result stands in for its folder
     return {
         p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
         for p in sorted(folder.rglob("*.parquet"))

@@ -7,6 +7,7 @@ import io
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import datasets
 import pyarrow as pa
@@ -80,8 +81,8 @@ def test_unsupported_feature_type_is_a_usage_error():
 
 def files_of(folder):
     return {
-        p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(folder.rglob("*"))
+        p.relative_to(Path(folder)).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(Path(folder).rglob("*"))
         if p.is_file()
     }
 
@@ -158,3 +159,7 @@ def test_cli_from_a_features_file(tmp_path, capsys):
     assert main(["make-synthetic-dataset", "--features", str(bad), "-o", str(tmp_path / "x")]) == 2
     assert "Not a valid Features mapping" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+    with pytest.raises(UsageError, match=r"out=4 is not a folder path"):
+        tinykit.make_synthetic_dataset(str(bad), 4)
+    with pytest.raises(UsageError, match=r"seed='1' is not an integer"):
+        tinykit.make_synthetic_dataset(str(bad), tmp_path / "x", seed="1")

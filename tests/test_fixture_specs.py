@@ -8,8 +8,8 @@ import shutil
 import subprocess
 import sys
 
+import hypothesis
 import pytest
-import transformers
 
 from tests._hub_files import load_warnings
 from tests.conftest import REPO
@@ -89,10 +89,13 @@ def test_spec_edits_missing_fixtures_and_version_changes_are_reported(specs, tmp
     cache = Cache(tmp_path / "cache")
     fixture_specs.lock(folder=specs, cache=cache)
     lock = json.loads((specs / "lock.json").read_text())
-    lock["versions"]["transformers"] = "0.0.1"
+    # each fixture locks the versions that key its kind: hypothesis draws synthetic rows
+    assert lock["fixtures"]["tiny-text"]["versions"]["hypothesis"] == hypothesis.__version__
+    assert "torch" not in lock["fixtures"]["tiny-text"]["versions"]
+    lock["fixtures"]["tiny-text"]["versions"]["hypothesis"] = "0.0.1"
     (specs / "lock.json").write_text(json.dumps(lock))
     assert fixture_specs.verify(folder=specs, cache=cache)["version_changes"] == {
-        "transformers": ["0.0.1", transformers.__version__]
+        "hypothesis": ["0.0.1", hypothesis.__version__]
     }
     (specs / "text.toml").write_text(TEXT.replace("rows = 4", "rows = 5"))
     (specs / "more.toml").write_text(LABELS.replace("tiny-labels", "tiny-new"))
@@ -104,7 +107,9 @@ def test_spec_edits_missing_fixtures_and_version_changes_are_reported(specs, tmp
         ("tiny-new", "not in lock.json"),
         ("tiny-text", "changed"),
     } <= problems
-    assert "Versions changed since the lock: transformers 0.0.1 -> " in str(e.value)
+    assert f"Versions changed since the lock: hypothesis 0.0.1 -> {hypothesis.__version__}." in str(
+        e.value
+    )
 
 
 def test_locking_one_fixture_keeps_the_others(specs, tmp_path):

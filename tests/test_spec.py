@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from tinykit.errors import ShrinkConstraintError, TinykitError
 from tinykit.model.build import build
-from tinykit.model.spec import ShrinkSpec
+from tinykit.model.spec import ShrinkOptions, ShrinkSpec
 
 
 @pytest.mark.parametrize(
@@ -85,3 +85,10 @@ def test_any_spec_within_bounds_builds_a_working_model_or_fails_cleanly(
     assert sum(p.numel() for p in model.parameters()) == result.params > 0
     assert {str(p.dtype) for p in model.parameters()} == {f"torch.{spec['dtype']}"}
     assert torch.device("cpu") == next(model.parameters()).device
+
+
+def test_the_make_tiny_keywords_are_the_spec_fields():
+    import dataclasses
+
+    assert set(ShrinkOptions.__annotations__) == {f.name for f in dataclasses.fields(ShrinkSpec)}
+    assert ShrinkSpec(hidden=64, seed=0).changed() == {"hidden": 64}

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from tokenizer_sources import REPO, hub
@@ -66,10 +67,26 @@ def test_api_failure_leaves_nothing_half_written(tmp_path):
     assert list(tmp_path.iterdir()) == []
     with pytest.raises(UsageError, match="is not a transformers model_type, a folder or a Hub id"):
         tinykit.make_tiny_tokenizer("no such source", out=out)
-    path = tinykit.make_tiny_tokenizer(hub("facebook/bart-large-cnn"), vocab=600, out=out)
-    assert path == out
+    result = tinykit.make_tiny_tokenizer(hub("facebook/bart-large-cnn"), vocab=600, out=out)
+    assert result.path == out and os.fspath(result) == str(out)
     record = json.loads((out / "tinykit-tokenizer.json").read_text())
     assert record["vocab_size"] == 600 and record["id_map"]["50264"] == 599  # <mask>
+    assert result.record() == record  # the result is what was written, nothing re-read
+
+
+def test_out_is_the_second_argument_and_bad_types_are_usage_errors(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = tinykit.make_tiny_tokenizer(hub("google-bert/bert-base-uncased"), "tiny-tok")
+    assert result.path == Path("tiny-tok") and result.vocab_size <= 1024
+    assert (tmp_path / "tiny-tok" / "tokenizer.json").is_file()
+    with pytest.raises(UsageError, match=r"out=512 is not a folder path.*vocab=512"):
+        tinykit.make_tiny_tokenizer(hub("google-bert/bert-base-uncased"), 512)
+    with pytest.raises(UsageError, match=r"vocab='512' is not an integer"):
+        tinykit.make_tiny_tokenizer(hub("google-bert/bert-base-uncased"), vocab="512")
+    with pytest.raises(UsageError, match="already exists and is not empty"):
+        tinykit.make_tiny_tokenizer(hub("google-bert/bert-base-uncased"), "tiny-tok")
+    (tmp_path / "empty").mkdir()  # an existing empty folder is a fine target
+    assert tinykit.make_tiny_tokenizer(hub("google-bert/bert-base-uncased"), "empty").vocab_size
 
 
 def test_hub_ids_and_model_types_are_sources_too(tiny_hub, tmp_path):

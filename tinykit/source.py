@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from tinykit._files import tree_digest
 from tinykit.errors import UnsupportedModelError, UsageError
 
 HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+(@[\w./-]+)?$")
@@ -23,7 +24,7 @@ class Source:
     folder: Path | None
     config: dict[str, Any]
     revision: str
-    """Hub commit sha; sha256 of the files read for a folder; transformers version for a model_type."""
+    """Hub commit sha; `folder_digest` for a folder; transformers version for a model_type."""
 
     @property
     def model_type(self) -> str:
@@ -35,7 +36,7 @@ class Source:
 
 
 def resolve(
-    source: str | Path, revision: str | None = None, trust_remote_code: bool = False
+    source: str | os.PathLike[str], revision: str | None = None, trust_remote_code: bool = False
 ) -> Source:
     """Find the config of `source`; Hub ids download config/tokenizer/processor files only."""
     from tinykit.suggest import check_source
@@ -96,11 +97,8 @@ def _from_folder(folder: Path, name: str, revision: str | None, kind: str = "fol
 
 
 def folder_digest(folder: Path) -> str:
-    """sha256 over the names and bytes of every file in `folder` (the revision of a local source)."""
-    digest = hashlib.sha256()
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes() + b"\0")
-    return "sha256:" + digest.hexdigest()
+    """The revision of a local source: ``sha256:`` + its tree digest (the cache keys on the same)."""
+    return "sha256:" + tree_digest(folder)
 
 
 def check_native(src: Source, trust_remote_code: bool) -> None:

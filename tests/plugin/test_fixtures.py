@@ -63,7 +63,7 @@ def test_logits(tiny_model, tensor_snapshot, tinykit_loaded):
 def test_same_spec_is_loaded_once_per_session(tiny_model, tinykit_loaded):
     first, path = tiny_model("llama", layers=2, hidden=32, seed=3)
     second, _ = tiny_model("llama", layers=2, hidden=32, seed=3)
-    assert list(tinykit_loaded) == [("model", path.name)]  # one load, two private copies
+    assert list(tinykit_loaded) == [("model", str(path))]  # one load, two private copies
     assert first is not second and torch.equal(first.lm_head.weight, second.lm_head.weight)
 
 def test_tokenizers_from_a_model_fixture_and_from_a_folder(tiny_tokenizer, tiny_model):

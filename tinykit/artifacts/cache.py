@@ -1,11 +1,14 @@
-"""Content-addressed cache of built tiny artifacts, shared by processes and xdist workers.
+"""Content-addressed store of built tiny artifacts, shared by processes and xdist workers.
 
-An artifact (a tiny model, tokenizer or dataset folder) is stored under
-``<root>/artifacts/<key>/`` where ``key`` is the sha256 of what determines its bytes: the
-source and its revision, the spec, and the versions of tinykit, transformers, tokenizers and
-torch. A build happens under a file lock (``<root>/locks/<key>.lock``) into a temporary folder
-next to the target, which is renamed into place only once complete, so concurrent workers
-build each key once and never see half-written folders.
+An artifact (a tiny model, tokenizer or dataset folder) is stored as
+``<root>/artifacts/<key>/<name>/`` where ``key`` is the sha256 of what determines its bytes:
+the kind, the source and its revision, the (normalised) spec, and the versions of the packages
+that key that kind (``tinykit._versions.ARTIFACT_KEYS``). ``<name>`` is a readable folder name
+that depends only on the key's inputs, so builders that record their output folder's name
+write the same bytes on every machine. A build happens under a file lock
+(``<root>/locks/<key>.lock``); the artifact is complete once ``<key>/tinykit-cache.json`` is
+written (atomically, last), so concurrent workers build each key once and never use a
+half-written folder. The store knows no builders: ``tinykit.artifacts.named`` does.
 
 The root is, in order: the ``root`` argument (pytest ``--tinykit-cache-dir``), ``TINYKIT_CACHE``,
 ``~/.cache/tinykit``.
@@ -16,52 +19,36 @@ The root is, in order: the ``root`` argument (pytest ``--tinykit-cache-dir``), `
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import json
 import os
 import shutil
-import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from filelock import FileLock
 
+from tinykit._files import atomic_write, sha256_file, tree_digest
+from tinykit._versions import ARTIFACT_KEYS, package_versions
 from tinykit.errors import UsageError
 
-# Packages whose version changes the bytes of a built artifact.
-KEYED_PACKAGES = ("tinykit", "transformers", "tokenizers", "torch")
-META_FILE = "tinykit-cache.json"  # written beside the artifact's files, last, before the rename
+META_FILE = "tinykit-cache.json"  # beside the artifact folder, written last: "complete"
 BUILD_LOG = "builds.jsonl"  # one line per build actually performed (not per cache hit)
-# kind -> public builder `fn(source, out=folder, **spec)`, imported on first use
-BUILDERS = {
-    "model": "make_tiny",
-    "tokenizer": "make_tiny_tokenizer",
-    "dataset": "make_tiny_dataset",
-    "synthetic_dataset": "make_synthetic_dataset",  # source: a datasets.Features dict
-}
+
+
+def key_versions(kind: str) -> dict[str, str]:
+    """The package versions in the key of a ``kind`` artifact (just tinykit for other kinds)."""
+    return package_versions(ARTIFACT_KEYS.get(kind, ("tinykit",)))
 
 
 def default_root() -> Path:
     """The cache root when none is given: ``TINYKIT_CACHE`` or ``~/.cache/tinykit``."""
     env = os.environ.get("TINYKIT_CACHE")
     return Path(env).expanduser() if env else Path.home() / ".cache" / "tinykit"
-
-
-def package_versions(names: tuple[str, ...] = KEYED_PACKAGES) -> dict[str, str]:
-    """Installed versions, read from package metadata so that nothing heavy is imported."""
-    versions = {}
-    for name in names:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = "absent"
-    return versions
 
 
 @functools.cache
@@ -99,31 +86,6 @@ def artifact_name(kind: str, source: Any) -> str:
     if not isinstance(source, (str, os.PathLike)):
         return f"tiny-{kind.replace('_', '-')}"
     return "tiny-" + (Path(str(source).rstrip("/")).name or kind)
-
-
-def tree_digest(folder: Path) -> str:
-    """sha256 over every file's relative path and sha256, in sorted order."""
-    h = hashlib.sha256()
-    for rel, digest in sorted(file_hashes(folder).items()):
-        h.update(f"{rel}\0{digest}\n".encode())
-    return h.hexdigest()
-
-
-def file_hashes(folder: Path, skip: tuple[str, ...] = (META_FILE,)) -> dict[str, str]:
-    """``{relative posix path: sha256}`` for every file under ``folder``."""
-    out = {}
-    for path in sorted(folder.rglob("*")):
-        if path.is_file() and path.name not in skip:
-            out[path.relative_to(folder).as_posix()] = sha256_file(path)
-    return out
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -164,7 +126,9 @@ class Cache:
     ) -> str:
         """The sha256 key of an artifact: kind + source + revision + spec + package versions.
 
-        ``content`` is where the source's files are when ``source`` is a relative path.
+        ``spec`` should be normalised (``tinykit.artifacts.named.normalise``) so that spelled-out
+        defaults do not make a second key. ``content`` is where the source's files are when
+        ``source`` is a relative path.
         """
         try:
             spec_json = json.dumps(dict(spec), sort_keys=True)
@@ -178,18 +142,20 @@ class Cache:
             "source": source if isinstance(source, (dict, list)) else str(source),
             "revision": source_revision(source if content is None else content, revision),
             "spec": json.loads(spec_json),
-            "versions": package_versions(),
+            "versions": key_versions(kind),
             "tinykit_source": tinykit_source_digest(),
         }
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
     def path(self, key: str) -> Path:
+        """The folder of ``key``: its meta file and the artifact folder inside."""
         return self.artifacts / key
 
     def lookup(self, key: str) -> Path | None:
         """The artifact folder for ``key`` if it is fully built, else None."""
-        path = self.path(key)
-        return path if (path / META_FILE).is_file() else None
+        meta = self.path(key) / META_FILE
+        name = json.loads(meta.read_text()).get("name") if meta.is_file() else None
+        return self.path(key) / name if name else None  # no name: an older layout, rebuilt
 
     def get_or_build(
         self,
@@ -204,9 +170,7 @@ class Cache:
         """Return the folder for ``key``, calling ``build(folder)`` once if it is missing.
 
         ``build`` writes the artifact's files into the (empty, existing) folder it is given,
-        ``<tmp>/<name>``: builders that record their output folder's name (dataset cards do)
-        thus see the same name on every machine, and the bytes stay reproducible. Under the
-        lock a second process waits, then finds the finished folder.
+        ``<key>/<name>``. Under the lock a second process waits, then finds the finished folder.
         """
         if found := self.lookup(key):
             return found
@@ -218,67 +182,31 @@ class Cache:
             return self._build(key, build, name, kind=kind, source=source, spec=dict(spec or {}))
 
     def _build(self, key: str, build: Callable[[Path], object], name: str, **meta: Any) -> Path:
-        tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key[:12]}-", dir=self.artifacts))
+        folder = self.path(key)
+        shutil.rmtree(folder, ignore_errors=True)  # an unfinished build killed before its meta file
+        work = folder / name
+        work.mkdir(parents=True)
+        start = time.perf_counter()
         try:
-            work = tmp / name
-            work.mkdir()
-            start = time.perf_counter()
             build(work)
-            work.chmod(0o755)  # builders may swap in a private mkdtemp folder; the cache is shared
-            seconds = time.perf_counter() - start
-            record = {
-                **meta,
-                "key": key,
-                "versions": package_versions(),
-                "built_at": time.time(),
-                "build_seconds": round(seconds, 4),
-                "pid": os.getpid(),
-                "worker": os.environ.get("PYTEST_XDIST_WORKER", ""),
-            }
-            (work / META_FILE).write_text(json.dumps(record, indent=2, sort_keys=True))
-            final = self.path(key)
-            if final.exists():  # a stale, unfinished folder (no META_FILE) from a killed build
-                shutil.rmtree(final)
-            os.replace(work, final)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        record = {
+            **meta,
+            "key": key,
+            "name": name,
+            "versions": key_versions(meta["kind"]),
+            "built_at": time.time(),
+            "build_seconds": round(time.perf_counter() - start, 4),
+            "pid": os.getpid(),
+            "worker": os.environ.get("PYTEST_XDIST_WORKER", ""),
+        }
+        atomic_write(folder / META_FILE, json.dumps(record, indent=2, sort_keys=True))
         with open(self.root / BUILD_LOG, "a") as log:
             logged = {k: record[k] for k in ("key", "kind", "source", "worker", "pid")}
             log.write(json.dumps(logged) + "\n")
-        return final
-
-    def build(
-        self,
-        kind: str,
-        source: Any,
-        spec: Mapping[str, Any],
-        base: Path | None = None,
-    ) -> Path:
-        """The cached folder of ``tinykit.<builder>(source, **spec)``, built once per key.
-
-        ``kind`` is one of ``BUILDERS``; a ``revision`` in the spec is part of the key. A
-        relative folder ``source`` is resolved against ``base`` and passed to the builder as
-        written, run from ``base``: builders record the source path in their provenance, and a
-        relative one keeps the bytes the same on every machine.
-        """
-        if kind not in BUILDERS:
-            raise UsageError(f"Unknown artifact kind {kind!r}. Expected one of {sorted(BUILDERS)}.")
-        spec = dict(spec)
-        keyed = base / source if base is not None and isinstance(source, str) else source
-        key = self.key(kind, source, spec, revision=spec.get("revision"), content=keyed)
-
-        def run_builder(out: Path) -> None:
-            import tinykit
-
-            out.rmdir()  # builders refuse an existing output folder and create it atomically
-            with contextlib.chdir(base or Path.cwd()):
-                getattr(tinykit, BUILDERS[kind])(source, out=out, **spec)
-
-        inline = isinstance(source, (dict, list))
-        shown = json.dumps(source, sort_keys=True) if inline else str(source)
-        return self.get_or_build(
-            key, run_builder, kind=kind, source=shown, spec=spec, name=artifact_name(kind, source)
-        )
+        return work
 
     def builds(self) -> list[dict[str, Any]]:
         """Every build performed in this cache, oldest first (cache hits are not logged)."""
@@ -290,11 +218,11 @@ class Cache:
         entries = []
         for meta_path in self.artifacts.glob(f"*/{META_FILE}"):
             meta = json.loads(meta_path.read_text())
-            folder = meta_path.parent
+            folder = meta_path.parent / meta.get("name", "")
             size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
             entries.append(
                 CacheEntry(
-                    key=folder.name,
+                    key=meta_path.parent.name,
                     kind=meta.get("kind", "artifact"),
                     source=meta.get("source", ""),
                     spec=meta.get("spec", {}),
@@ -314,8 +242,6 @@ class Cache:
             return 0
         (self.root / "locks").mkdir(parents=True, exist_ok=True)
         for folder in sorted(self.artifacts.iterdir()):
-            if folder.name.startswith(".tmp-"):  # a build in progress owns it
-                continue
             if keys is not None and not any(folder.name.startswith(k) for k in keys):
                 continue
             with FileLock(self.root / "locks" / f"{folder.name}.lock"):

@@ -7,27 +7,50 @@ Each top-level table of a spec file is one fixture::
     source = "qwen3_moe"      # what the builder shrinks: a model_type, Hub id, folder or features
     spec = { layers = 2, hidden = 64, seed = 0 }
 
-``lock.json`` records, per fixture, its spec and the sha256 of every built file, plus the
-package versions it was built with. ``verify`` rebuilds (or reuses the cache) and reports
-drift precisely: which fixture, which file, old and new digests, which versions changed.
+``lock.json`` records, per fixture, its spec, the sha256 of every built file and the versions
+of the packages that key its kind (``tinykit._versions.ARTIFACT_KEYS``). ``verify`` rebuilds
+(or reuses the cache) and reports drift precisely: which fixture, which file, old and new
+digests, which versions changed.
+
+``BUILDERS`` maps each kind to its builder; ``build_artifact`` normalises a spec, keys it and
+builds it through the cache (``tinykit.artifacts.cache``, a store that knows no builders).
 
     tinykit fixtures build|verify|lock [NAME ...] [--fresh]
 """
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import json
 import os
 import tempfile
 import tomllib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tinykit.artifacts.cache import BUILDERS, Cache, file_hashes, package_versions
+from tinykit._files import atomic_write, file_hashes
+from tinykit._versions import artifact_versions
+from tinykit.artifacts.cache import Cache, artifact_name
+from tinykit.dataset.build import make_tiny_dataset
+from tinykit.dataset.synthetic import make_synthetic_dataset
 from tinykit.errors import FixtureDrift, UsageError
+from tinykit.model.build import make_tiny
+from tinykit.model.spec import ShrinkSpec
+from tinykit.tokenizer.build import make_tiny_tokenizer
 
 LOCK_FILE = "lock.json"
+# kind -> builder `fn(source, out, **spec)`; a synthetic dataset's source is a Features dict
+BUILDERS: dict[str, Callable[..., Any]] = {
+    "model": make_tiny,
+    "tokenizer": make_tiny_tokenizer,
+    "dataset": make_tiny_dataset,
+    "synthetic_dataset": make_synthetic_dataset,
+}
+# Builder keywords that are not part of what is built: never in a spec, never in a key.
+_NOT_SPEC = {"force", "display_source", "push_to_hub"}
 
 
 def default_folder() -> Path:
@@ -97,10 +120,73 @@ def select(specs: dict[str, FixtureSpec], names: list[str] | None) -> list[Fixtu
     return [specs[n] for n in names]
 
 
+def normalise(kind: str, spec: Mapping[str, Any]) -> dict[str, Any]:
+    """``spec`` in canonical form: validated, defaults removed (``{}`` and ``{"hidden": 32}``
+    name one model), so that it keys one cache entry. A typo fails here, before any lock."""
+    if kind not in BUILDERS:
+        raise UsageError(f"Unknown artifact kind {kind!r}. Expected one of {sorted(BUILDERS)}.")
+    spec = dict(spec)
+    shrink: dict[str, Any] = {}
+    names: set[str] = set()
+    if kind == "model":
+        names = {f.name for f in dataclasses.fields(ShrinkSpec)}
+        shrink = ShrinkSpec.from_kwargs(**{k: v for k, v in spec.items() if k in names}).changed()
+        spec = {k: v for k, v in spec.items() if k not in names}
+    params = inspect.signature(BUILDERS[kind]).parameters
+    defaults = {
+        name: p.default
+        for name, p in params.items()
+        if p.kind is inspect.Parameter.KEYWORD_ONLY and name not in _NOT_SPEC
+    }
+    if unknown := sorted(set(spec) - defaults.keys()):
+        valid = sorted(defaults.keys() | names)
+        raise UsageError(
+            f"Unknown {kind} option(s) {', '.join(unknown)}. Valid options: {', '.join(valid)}."
+        )
+    options = {k: v for k, v in spec.items() if not _is_default(v, defaults[k])}
+    return dict(sorted({**shrink, **options}.items()))
+
+
+def _is_default(value: Any, default: Any) -> bool:
+    return (
+        value is None or value == default or (isinstance(value, list) and tuple(value) == default)
+    )
+
+
+def build_artifact(
+    kind: str,
+    source: Any,
+    spec: Mapping[str, Any],
+    cache: Cache | None = None,
+    base: Path | None = None,
+) -> Path:
+    """The cached folder of ``BUILDERS[kind](source, **spec)``, built once per key.
+
+    A relative folder ``source`` is found under ``base``. The builder gets its absolute path,
+    and records the relative one in provenance (``display_source``): the bytes stay the same
+    on every machine.
+    """
+    cache = cache or Cache()
+    spec = normalise(kind, spec)
+    local = isinstance(source, str) and base is not None and (base / source).exists()
+    where = (base / source).resolve() if local else source  # type: ignore[operator]
+    key = cache.key(kind, source, spec, revision=spec.get("revision"), content=where)
+    shown_as = {"display_source": source} if local and kind != "tokenizer" else {}
+
+    def run_builder(out: Path) -> None:
+        BUILDERS[kind](where, out, **spec, **shown_as)
+
+    inline = isinstance(source, (dict, list))
+    shown = json.dumps(source, sort_keys=True) if inline else str(source)
+    return cache.get_or_build(
+        key, run_builder, kind=kind, source=shown, spec=spec, name=artifact_name(kind, source)
+    )
+
+
 def build_one(spec: FixtureSpec, cache: Cache | None = None) -> Path:
     """The built folder of ``spec``, from the artifact cache (built on a miss)."""
     base = spec.file.parent if spec.file else None  # relative sources: fixtures/sources/...
-    return (cache or Cache()).build(spec.kind, spec.source, spec.spec, base=base)
+    return build_artifact(spec.kind, spec.source, spec.spec, cache, base)
 
 
 def build(
@@ -133,9 +219,10 @@ def lock(
     data = read_lock(folder) if names and path.exists() else {"fixtures": {}}
     by_name = {s.name: s for s in specs}
     for name, files in _hashes(specs, fresh, cache).items():
-        data["fixtures"][name] = {**by_name[name].locked(), "files": files}
-    data["versions"] = package_versions()
-    _write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+        versions = artifact_versions(by_name[name].kind)
+        data["fixtures"][name] = {**by_name[name].locked(), "files": files, "versions": versions}
+    data.pop("versions", None)  # locks before per-fixture versions kept one shared set
+    atomic_write(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
     return path
 
 
@@ -164,9 +251,14 @@ def verify(
         if spec.name not in locked["fixtures"]:
             drift.append({"fixture": spec.name, "problem": "not in lock.json"})
     present = [s for s in specs if s.name in locked["fixtures"]]
+    versions: dict[str, list[str]] = {}
     for name, files in _hashes(present, fresh, cache).items():
-        drift += fixture_drift(name, locked["fixtures"][name], specs_by_name(present)[name], files)
-    versions = version_changes(locked.get("versions", {}), package_versions())
+        entry, spec = locked["fixtures"][name], specs_by_name(present)[name]
+        drift += fixture_drift(name, entry, spec, files)
+        # older locks kept one shared set of versions at the top level
+        was = entry.get("versions", locked.get("versions", {}))
+        versions.update(version_changes(was, artifact_versions(spec.kind)))
+    versions = dict(sorted(versions.items()))
     report = {"checked": [s.name for s in specs], "drift": drift, "version_changes": versions}
     if drift:
         raise FixtureDrift(drift_message(report), report=report)
@@ -228,10 +320,3 @@ def drift_message(report: dict[str, Any]) -> str:
 
 def _short(digest: str | None) -> str:
     return digest[:12] if digest else "none"
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)

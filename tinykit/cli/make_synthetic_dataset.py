@@ -41,15 +41,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from tinykit.cli import emit
     from tinykit.dataset.synthetic import make_synthetic_dataset, read_features_file
-    from tinykit.dataset.write import summarize
 
-    out = make_synthetic_dataset(
+    result = make_synthetic_dataset(
         read_features_file(args.features) if args.features else args.source,
+        args.out,
         rows=args.rows,
-        out=args.out,
         seed=args.seed,
-        overwrite=args.force,
+        force=args.force,
     )
-    result = summarize(out)
-    emit(result, args.json, result["text"])
+    emit(result.to_dict(), args.json, result.text)
     return 0

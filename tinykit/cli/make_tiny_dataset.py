@@ -53,18 +53,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from tinykit.cli import emit
     from tinykit.dataset.build import make_tiny_dataset
-    from tinykit.dataset.write import summarize
 
     source = args.source[0] if len(args.source) == 1 else args.source
-    out = make_tiny_dataset(
+    result = make_tiny_dataset(
         source,
+        args.out,
         rows=args.rows,
-        out=args.out,
         configs=args.configs,
         splits=args.splits,
         revision=args.revision,
-        overwrite=args.force,
+        force=args.force,
     )
-    result = summarize(out)
-    emit(result, args.json, result["text"])
+    emit(result.to_dict(), args.json, result.text)
     return 0

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 
 def register(sub) -> None:
     p = sub.add_parser(
@@ -28,21 +26,16 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    from tinykit.cli import emit
     from tinykit.tokenizer.build import make_tiny_tokenizer
 
-    out = make_tiny_tokenizer(
-        args.source, vocab=args.vocab, out=args.out, force=args.force, method=args.method
+    result = make_tiny_tokenizer(
+        args.source, args.out, vocab=args.vocab, force=args.force, method=args.method
     )
-    info = json.loads((out / "tinykit-tokenizer.json").read_text("utf-8"))
-    info["out"] = str(out)
-    size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
-    info["size_bytes"] = size
-    from tinykit.cli import emit
-
     emit(
-        info,
+        result.to_dict(),
         args.json,
-        f"{out}: {info['vocab_size']} ids, {info['kind']} ({info['method']}), "
-        f"{size / 1024:.1f} KB, {len(info['id_map'])} special ids remapped",
+        f"{result.path}: {result.vocab_size} ids, {result.kind} ({result.method}), "
+        f"{result.size_bytes / 1024:.1f} KB, {len(result.id_map)} special ids remapped",
     )
     return 0

@@ -7,13 +7,16 @@ before reading any row -> stream a bounded pool of rows per split -> pick repres
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import shlex
 from pathlib import Path
 
+from tinykit._files import check_target, output_path
 from tinykit.dataset import source as sources
 from tinykit.dataset.media import shrink_row
 from tinykit.dataset.select import pick_rows
-from tinykit.dataset.write import MAX_ROWS, Card, Split, check_target, write_dataset
+from tinykit.dataset.write import MAX_ROWS, Card, DatasetResult, Split, write_dataset
 from tinykit.errors import UsageError
 
 DEFAULT_ROWS = 20
@@ -25,21 +28,24 @@ MIN_POOL = 200
 
 
 def make_tiny_dataset(
-    source: str | Path | list[str | Path],
-    rows: int = DEFAULT_ROWS,
-    out: str | Path | None = None,
+    source: str | os.PathLike[str] | list[str | os.PathLike[str]],
+    out: str | os.PathLike[str] | None = None,
     *,
+    rows: int = DEFAULT_ROWS,
     configs: list[str] | None = None,
     splits: list[str] | None = None,
     revision: str | None = None,
-    overwrite: bool = False,
-) -> Path:
+    display_source: str | None = None,
+    force: bool = False,
+) -> DatasetResult:
     """Write a tiny copy of `source` (Hub id, folder, or data files) with `rows` rows per split.
 
     Keeps every config and split (or only `configs`/`splits`) and their exact Features; images
-    end up <= 32 px on the long side and audio <= 1 s. Returns the output folder, which
-    `datasets.load_dataset(str(path))` loads. Raises UsageError (nothing written) for an
-    unknown config or split, rows <= 0, an unsupported format or unreadable media.
+    end up <= 32 px on the long side and audio <= 1 s. Returns the result, whose `path`
+    `datasets.load_dataset(str(result))` loads. `out` must be missing or empty unless `force`;
+    `display_source` is how the card names the source (default: as given). Raises UsageError
+    (nothing written) for an unknown config or split, rows <= 0, an unsupported format or
+    unreadable media.
     """
     if isinstance(rows, bool) or not isinstance(rows, int) or rows <= 0:
         raise UsageError(f"rows={rows!r} is not a positive integer. Pass --rows 1 or more.")
@@ -47,9 +53,11 @@ def make_tiny_dataset(
         raise UsageError(
             f"rows={rows} is over the limit of {MAX_ROWS}. Pass --rows {MAX_ROWS} or fewer."
         )
-    out = Path(out) if out is not None else Path(f"tiny-{_name_of(source)}")
-    check_target(out, overwrite)
+    out = output_path(out, f"tiny-{_name_of(source)}")
+    check_target(out, force)
     src = sources.resolve(source, revision)
+    if display_source is not None:
+        src = dataclasses.replace(src, spec=str(display_source))
     builders = {
         config: sources.open_config(src, config)
         for config in _choose(configs, sources.config_names(src), "config", src.spec)
@@ -75,7 +83,7 @@ def make_tiny_dataset(
         ),
         extra_yaml={"license": lic} if (lic := sources.license_of(src)) else {},
     )
-    return write_dataset(out, tables, card, overwrite)
+    return write_dataset(out, tables, card, force)
 
 
 def _tiny_config(builder, split_names: list[str], rows: int, pool: int) -> list[Split]:

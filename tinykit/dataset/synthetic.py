@@ -19,8 +19,9 @@ from pathlib import Path
 from random import Random
 from typing import Any
 
+from tinykit._files import check_target, output_path
 from tinykit.dataset import source as sources
-from tinykit.dataset.write import MAX_ROWS, Card, Split, check_target, write_dataset
+from tinykit.dataset.write import MAX_ROWS, Card, DatasetResult, Split, write_dataset
 from tinykit.errors import UsageError
 
 DEFAULT_ROWS = 20
@@ -29,17 +30,20 @@ _MAX_ATTEMPTS_PER_ROW = 10
 
 def make_synthetic_dataset(
     features_or_source: Any,
-    rows: int = DEFAULT_ROWS,
-    out: str | Path | None = None,
-    seed: int = 0,
+    out: str | os.PathLike[str] | None = None,
     *,
-    overwrite: bool = False,
-) -> Path:
+    rows: int = DEFAULT_ROWS,
+    seed: int = 0,
+    display_source: str | None = None,
+    force: bool = False,
+) -> DatasetResult:
     """Write a dataset of `rows` synthetic rows per split, loadable with `datasets.load_dataset`.
 
     `features_or_source` is a `datasets.Features`, its `to_dict()` form, a `.json` file
     holding that form, or a dataset source (Hub id, folder, data files) whose configs, splits
-    and features are copied, without any of its rows.
+    and features are copied, without any of its rows. `out` (default ./synthetic-dataset)
+    must be missing or empty unless `force`; `display_source` is how the card names a
+    dataset source (default: as given).
     """
     if isinstance(rows, bool) or not isinstance(rows, int) or rows <= 0:
         raise UsageError(f"rows={rows!r} is not a positive integer. Pass --rows 1 or more.")
@@ -47,9 +51,11 @@ def make_synthetic_dataset(
         raise UsageError(
             f"rows={rows} is over the limit of {MAX_ROWS}. Pass --rows {MAX_ROWS} or fewer."
         )
-    out = Path(out) if out is not None else Path("synthetic-dataset")
-    check_target(out, overwrite)
-    schemas, described, revision = _schemas(features_or_source)
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise UsageError(f"seed={seed!r} is not an integer. Pass e.g. seed=0.")
+    out = output_path(out, "synthetic-dataset")
+    check_target(out, force)
+    schemas, described, revision = _schemas(features_or_source, display_source)
     with _private_hypothesis_home():
         tables = {
             config: [
@@ -64,7 +70,7 @@ def make_synthetic_dataset(
         title=out.name,
         source=described,
         revision=revision,
-        command=_rebuild_command(features_or_source, rows, seed, out),
+        command=_rebuild_command(display_source or features_or_source, rows, seed, out),
         selection=(
             f"Every split holds {rows} synthetic rows drawn from the features by "
             f"`tinykit.strategies.dataset_row` with seed {seed} "
@@ -72,7 +78,7 @@ def make_synthetic_dataset(
             "None of the rows comes from real data."
         ),
     )
-    return write_dataset(out, tables, card, overwrite)
+    return write_dataset(out, tables, card, force)
 
 
 @contextlib.contextmanager
@@ -136,7 +142,9 @@ def _provider():
     return SeededProvider
 
 
-def _schemas(spec: Any) -> tuple[dict[str, dict[str, Any]], str, str | None]:
+def _schemas(
+    spec: Any, display_source: str | None = None
+) -> tuple[dict[str, dict[str, Any]], str, str | None]:
     """{config: {split: Features}}, a description for the card, and a source revision."""
     from datasets import Features
 
@@ -161,7 +169,7 @@ def _schemas(spec: Any) -> tuple[dict[str, dict[str, Any]], str, str | None]:
             [r for _, rows in pools.values() for r in rows], f"Config {config!r} of {src.spec!r}"
         )
         schemas[config] = {split: features for split in pools}
-    return schemas, f"the schema of `{src.spec}`", src.revision
+    return schemas, f"the schema of `{display_source or src.spec}`", src.revision
 
 
 def read_features_file(path: str | Path) -> dict:

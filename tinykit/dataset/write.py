@@ -9,13 +9,15 @@ or absolute paths go into the files, so the same rows give byte-identical output
 
 from __future__ import annotations
 
-import shutil
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tinykit._files import FolderResult, output_errors, replace_folder
 from tinykit.errors import UsageError
-from tinykit.staging import move_into_place, output_errors, staging_folder
+
+MAX_ROWS = 10_000  # rows per split: the bound of make-tiny-dataset and make-synthetic-dataset
 
 
 @dataclass
@@ -39,39 +41,22 @@ class Card:
     extra_yaml: dict = field(default_factory=dict)
 
 
-MAX_ROWS = 10_000  # rows per split: the bound of make-tiny-dataset and make-synthetic-dataset
-
-
-def check_target(out: Path, overwrite: bool) -> None:
-    """Refuse an existing, non-empty target before any work is done."""
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"Output {str(out)!r} exists and is a file. Pick another -o/--out path.")
-    if out.is_dir() and any(out.iterdir()) and not overwrite:
-        raise UsageError(
-            f"Output folder {str(out)!r} already exists and is not empty. "
-            "Pass --force (overwrite=True) to replace it, or pick another -o/--out path."
-        )
-
-
 def data_path(config: str, split: str) -> str:
     folder = "data" if config == "default" else config
     return f"{folder}/{split}-00000-of-00001.parquet"
 
 
-def write_dataset(out: Path, configs: dict[str, list[Split]], card: Card, overwrite: bool) -> Path:
-    """Write every config/split and the card into `out`, atomically."""
-    check_target(out, overwrite)
-    with output_errors(out):
-        tmp = staging_folder(out)  # stale `.<name>.tmp-*` of killed runs are removed here
-        try:
-            for config, splits in configs.items():
-                for split in splits:
-                    split.num_bytes = _write_parquet(tmp / data_path(config, split.name), split)
-            (tmp / "README.md").write_text(render_card(configs, card), encoding="utf-8")
-            move_into_place(tmp, out, overwrite=overwrite)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    return out
+def write_dataset(
+    out: Path, configs: dict[str, list[Split]], card: Card, force: bool
+) -> DatasetResult:
+    """Write every config/split and the card into `out`, atomically (see tinykit._files)."""
+    with output_errors(out), replace_folder(out, force=force) as tmp:
+        for config, splits in configs.items():
+            for split in splits:
+                split.num_bytes = _write_parquet(tmp / data_path(config, split.name), split)
+        (tmp / "README.md").write_text(render_card(configs, card), encoding="utf-8")
+    splits = {config: {s.name: len(s.rows) for s in by} for config, by in configs.items()}
+    return DatasetResult(out, splits)
 
 
 def _write_parquet(path: Path, split: Split) -> int:
@@ -140,17 +125,19 @@ def render_card(configs: dict[str, list[Split]], card: Card) -> str:
     )
 
 
-def summarize(out: Path) -> dict:
-    """{path, splits: {config: {split: rows}}, text} of a written dataset, read from its card."""
-    import yaml
+@dataclass(frozen=True)
+class DatasetResult(FolderResult):
+    """What a dataset builder wrote; `to_dict()` is the CLI's --json output. Stands in for `path`."""
 
-    text = (out / "README.md").read_text(encoding="utf-8")
-    meta = yaml.safe_load(text.split("---\n")[1])
-    splits = {
-        info["config_name"]: {s["name"]: s["num_examples"] for s in info["splits"]}
-        for info in meta.get("dataset_info", [])
-    }
-    lines = [f"wrote {out}"] + [
-        f"  {config}/{split}: {n} rows" for config, by in splits.items() for split, n in by.items()
-    ]
-    return {"path": str(out), "splits": splits, "text": "\n".join(lines)}
+    path: Path
+    splits: dict[str, dict[str, int]]
+    """Rows written, by config and split."""
+
+    @property
+    def text(self) -> str:
+        lines = [f"wrote {self.path}"]
+        lines += [f"  {c}/{s}: {n} rows" for c, by in self.splits.items() for s, n in by.items()]
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": os.fspath(self.path), "splits": self.splits, "text": self.text}

@@ -7,20 +7,22 @@ tinykit.make_tiny("Qwen/Qwen3-30B-A3B@main", hidden=64)   # a Hub id: config fil
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
+from tinykit._files import FolderResult, check_target, output_errors, output_path, replace_folder
 from tinykit.errors import TinyArtifactInvalid, UnsupportedModelError, UsageError
 from tinykit.model import provenance
 from tinykit.model.config import ShrunkConfig, remap_token_ids, shrink_config
-from tinykit.model.spec import ShrinkSpec
+from tinykit.model.spec import ShrinkOptions, ShrinkSpec
 from tinykit.progress import stage
 from tinykit.source import Source, resolve
-from tinykit.staging import move_into_place, output_errors, staging_folder
 
 if TYPE_CHECKING:
     from tinykit.tokenizer.build import TinyTokenizer
@@ -64,9 +66,18 @@ WEIGHT_SUFFIXES = (
 )
 
 
-@dataclass
-class BuildResult:
-    """What make_tiny built; `to_dict()` is the CLI's --json output."""
+@dataclass(frozen=True)
+class Built:
+    """What the model build itself produced, before provenance and the rename."""
+
+    model_class: str
+    params: int
+    layers: dict[str, list[int]]
+
+
+@dataclass(frozen=True)
+class BuildResult(FolderResult):
+    """What make_tiny built; `to_dict()` is the CLI's --json output. Stands in for `path`."""
 
     path: Path
     model_class: str
@@ -90,71 +101,78 @@ class BuildResult:
         }
 
 
-def make_tiny(source: str | Path, out: str | Path | None = None, **options: Any) -> Path:
-    """Build a tiny random model of `source` into `out` and return the folder.
+def make_tiny(
+    source: str | os.PathLike[str],
+    out: str | os.PathLike[str] | None = None,
+    *,
+    force: bool = False,
+    revision: str | None = None,
+    trust_remote_code: bool = False,
+    recipes: tuple[str, ...] = (),
+    push_to_hub: str | None = None,
+    display_source: str | None = None,
+    **spec: Unpack[ShrinkOptions],
+) -> BuildResult:
+    """Build a tiny random model of `source` into `out`; return what was built.
 
     Args:
         source: a folder with config.json, a transformers model_type, or a Hub id `org/name[@rev]`.
-        out: the output folder (default `./tiny-<name>`); it must not exist unless `force`.
-        **options: `build`'s keywords (revision, force, trust_remote_code, recipes, push_to_hub)
-            and ShrinkSpec fields (hidden, layers, vocab, dtype, seed, mode, ...).
+        out: the output folder (default `./tiny-<name>`); missing or empty, unless `force`.
+        force: replace a non-empty `out`.
+        revision: the Hub revision of a Hub id.
+        trust_remote_code: allow configs that need the repository's own code.
+        recipes: extra recipe files.
+        push_to_hub: publish the built folder (with its card) to this repo id.
+        display_source: how provenance names the source (default: `source` as given), so that
+            a caller passing an absolute path can record the relative one.
+        **spec: ShrinkSpec fields (hidden, layers, vocab, dtype, seed, mode, ...).
 
     Raises:
         UsageError: bad source, spec or output folder. UnsupportedModelError: remote code or no
         model class. HubError: the Hub could not be read.
     """
-    return build(source, out, **options).path
-
-
-def build(
-    source: str | Path,
-    out: str | Path | None = None,
-    *,
-    revision: str | None = None,
-    force: bool = False,
-    trust_remote_code: bool = False,
-    recipes: tuple[str, ...] = (),
-    push_to_hub: str | None = None,
-    **spec_kwargs: Any,
-) -> BuildResult:
-    """make_tiny, returning the full BuildResult (params, bytes, time, file hashes).
-
-    `revision` is the Hub revision of a Hub id; `force` replaces an existing `out`;
-    `trust_remote_code` allows configs that need the repository's own code; `recipes` adds
-    recipe files; `push_to_hub` publishes the built folder (with its card) to that repo id.
-    """
     started = time.perf_counter()
-    spec = ShrinkSpec.from_kwargs(**spec_kwargs)
+    if not isinstance(source, (str, os.PathLike)):
+        raise UsageError(
+            f"source={source!r} is not a folder, model_type or Hub id. Pass one of those as a "
+            "str or Path (e.g. make_tiny('qwen3_moe', 'tiny-qwen3-moe'))."
+        )
+    shrink = ShrinkSpec.from_kwargs(**spec)
+    if out is not None:  # refuse before the (possibly remote) source is read
+        check_target(output_path(out, ""), force)
     stage(f"resolving {source}")
     src = resolve(source, revision, trust_remote_code)
-    target = Path(out) if out is not None else Path(f"tiny-{src.short_name}")
-    if target.exists() and not force:
-        raise UsageError(
-            f"output folder {target} already exists. Pass --force to replace it, or pick another -o."
-        )
-    with output_errors(target):
-        tmp = staging_folder(target)  # unique per run: two runs into one folder never collide
-        try:
-            result = _build_into(tmp, src, spec, recipes, trust_remote_code)
-            provenance.write(tmp, src, spec, result, recipes)
-            move_into_place(tmp, target, overwrite=force)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    result.path = target
-    result.files = provenance.file_table(target)
-    result.bytes = sum(f["bytes"] for f in result.files.values())
+    if display_source is not None:
+        src = dataclasses.replace(src, name=str(display_source))
+    target = output_path(out, f"tiny-{src.short_name}")
+    with output_errors(target), replace_folder(target, force=force) as staging:
+        built = _build_into(staging, src, shrink, recipes, trust_remote_code)
+        provenance.write(staging, src, shrink, built, recipes)
+    files = provenance.file_table(target)
+    pushed = None
     if push_to_hub:
         from tinykit.hub import client as hub
 
         stage(f"pushing to {push_to_hub}")
-        result.pushed = hub.push_folder(target, push_to_hub)
-    result.seconds = time.perf_counter() - started
-    return result
+        pushed = hub.push_folder(target, push_to_hub)
+    return BuildResult(
+        path=target,
+        model_class=built.model_class,
+        params=built.params,
+        bytes=sum(f["bytes"] for f in files.values()),
+        seconds=time.perf_counter() - started,
+        files=files,
+        layers=built.layers,
+        pushed=pushed,
+    )
+
+
+build = make_tiny  # the name the CLI and older callers use
 
 
 def _build_into(
     tmp: Path, src: Source, spec: ShrinkSpec, recipes: tuple[str, ...], trust_remote_code: bool
-) -> BuildResult:
+) -> Built:
     import torch
     from transformers.utils import logging as hf_logging
 
@@ -195,7 +213,7 @@ def _build_into(
         _copy_tokenizer(src, tmp)
     params = sum(p.numel() for p in model.parameters())
     layers = {path: list(plan.kept) for path, plan in shrunk.plans.items()}
-    return BuildResult(tmp, type(model).__name__, params, 0, 0.0, layers=layers)
+    return Built(type(model).__name__, params, layers)
 
 
 def model_class(src: Source, config: Any, remote: bool) -> Any:

@@ -6,57 +6,47 @@ seed, file hashes) and nothing that changes between two identical builds (no tim
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tinykit import __version__
+from tinykit._files import sha256_file
+from tinykit._versions import MANIFEST as MANIFEST_PACKAGES
+from tinykit._versions import __version__, package_versions
 
 if TYPE_CHECKING:
-    from tinykit.model.build import BuildResult
+    from tinykit.model.build import Built
     from tinykit.model.spec import ShrinkSpec
     from tinykit.source import Source
 
 MANIFEST = "tinykit.json"
-VERSIONED = ("transformers", "torch", "tokenizers", "safetensors", "huggingface_hub")
 
 
 def versions() -> dict[str, str]:
-    from tinykit.artifacts.cache import package_versions
-
-    return {"tinykit": __version__, **package_versions(VERSIONED)}
+    return package_versions(MANIFEST_PACKAGES)
 
 
 def rebuild_command(src: Source, spec: ShrinkSpec, recipes: tuple[str, ...] = ()) -> str:
     """The CLI call that rebuilds this artifact (options that differ from the defaults only)."""
-    from tinykit.model.spec import ShrinkSpec
-
-    default = ShrinkSpec()
     parts = ["tinykit", "make-tiny", src.name]
     if src.kind == "hub":
         parts += ["--revision", src.revision]
-    for name, value in spec.to_dict().items():
-        if value != getattr(default, name):
-            parts += [f"--{name.replace('_', '-')}", str(value)]
+    for name, value in spec.changed().items():
+        parts += [f"--{name.replace('_', '-')}", str(value)]
     parts += [x for r in recipes for x in ("--recipe", r)]
     return " ".join(parts)
 
 
-def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def file_table(folder: Path) -> dict[str, dict[str, Any]]:
     return {
-        p.name: {"bytes": p.stat().st_size, "sha256": sha256(p)}
+        p.name: {"bytes": p.stat().st_size, "sha256": sha256_file(p)}
         for p in sorted(folder.iterdir())
         if p.is_file()
     }
 
 
 def write(
-    folder: Path, src: Source, spec: ShrinkSpec, result: BuildResult, recipes: tuple[str, ...]
+    folder: Path, src: Source, spec: ShrinkSpec, result: Built, recipes: tuple[str, ...]
 ) -> None:
     command = rebuild_command(src, spec, recipes)
     (folder / "README.md").write_text(_card(src, spec, result, command))
@@ -84,7 +74,7 @@ def read_manifest(folder: Path) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-def _card(src: Source, spec: ShrinkSpec, result: BuildResult, command: str) -> str:
+def _card(src: Source, spec: ShrinkSpec, result: Built, command: str) -> str:
     base = f"base_model: {src.name.split('@')[0]}\n" if src.kind == "hub" else ""
     layers = "\n".join(f"- `{path}`: source layers {kept}" for path, kept in result.layers.items())
     return (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from tinykit.errors import ShrinkConstraintError
 
@@ -127,6 +127,35 @@ class ShrinkSpec:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    def changed(self) -> dict[str, Any]:
+        """The fields that differ from the defaults: the spec's canonical, minimal form."""
+        default = ShrinkSpec()
+        return {k: v for k, v in self.to_dict().items() if v != getattr(default, k)}
+
+
+class ShrinkOptions(TypedDict, total=False):
+    """ShrinkSpec's fields as keyword arguments (``make_tiny(..., hidden=64)``); None = default.
+
+    Kept equal to ShrinkSpec's fields by tests/test_spec.py.
+    """
+
+    hidden: int | None
+    layers: int | Literal["auto"] | None
+    heads: int | None
+    kv_heads: int | None
+    intermediate: int | None
+    vocab: int | None
+    experts: int | None
+    experts_per_tok: int | None
+    expert_intermediate: int | None
+    max_positions: int | None
+    window: int | None
+    image_size: int | None
+    patch_size: int | None
+    dtype: str | None
+    seed: int | None
+    mode: str | None
 
 
 def _check(ok: bool, field: str, value: object, constraint: str) -> None:

@@ -51,7 +51,7 @@ def tinykit_cache(pytestconfig: pytest.Config) -> Cache:
 
 @pytest.fixture(scope="session")
 def tinykit_loaded() -> dict[tuple[str, str], Any]:
-    """Objects loaded this session, by (kind, cache key): the in-memory layer of the cache."""
+    """Objects loaded this session, by (kind, cached folder): the in-memory layer of the cache."""
     return {}
 
 
@@ -99,9 +99,9 @@ class Factory:
 
     def __call__(self, source: Any, **spec: Any) -> Any:
         path = build_one(resolve(self.kinds, source, spec, self.folders), Cache(self.cache_root))
-        if (self.kinds[0], path.name) not in self.loaded:
-            self.loaded[self.kinds[0], path.name] = self.load(path)
-        obj = self.loaded[self.kinds[0], path.name]
+        if (self.kinds[0], str(path)) not in self.loaded:
+            self.loaded[self.kinds[0], str(path)] = self.load(path)
+        obj = self.loaded[self.kinds[0], str(path)]
         return self.wrap(copy.deepcopy(obj) if self.private_copy else obj, path)
 
     def __getstate__(self) -> dict[str, Any]:

@@ -21,16 +21,15 @@ as in ``torch.testing.assert_close``) is `tinykit.numerics.compare`.
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from collections.abc import Iterator, Mapping
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
+from tinykit._files import atomic_write
+from tinykit._versions import SNAPSHOT, package_versions
 from tinykit.errors import SnapshotMismatch, UsageError
 from tinykit.numerics.compare import compare_dicts
 
@@ -55,16 +54,10 @@ ENV_KEY = re.compile(
 
 def env_key(tensors: Mapping[str, torch.Tensor]) -> str:
     """``torch-<v>_transformers-<v>_<device>_<dtypes>`` for the tensors being compared."""
-
-    def version(name: str) -> str:
-        try:
-            return metadata.version(name)
-        except metadata.PackageNotFoundError:
-            return "absent"
-
+    versions = "_".join(f"{k}-{v}" for k, v in package_versions(SNAPSHOT).items())
     devices = "+".join(sorted({t.device.type for t in tensors.values()}))
     dtypes = "+".join(sorted({str(t.dtype).removeprefix("torch.") for t in tensors.values()}))
-    return f"torch-{version('torch')}_transformers-{version('transformers')}_{devices}_{dtypes}"
+    return f"{versions}_{devices}_{dtypes}"
 
 
 class TensorSnapshot:
@@ -167,18 +160,11 @@ class TensorSnapshot:
         )
 
     def _write(self, path: Path, tensors: dict[str, torch.Tensor]) -> None:
-        from safetensors.torch import save_file
+        from safetensors.torch import save
 
         path.parent.mkdir(parents=True, exist_ok=True)
         cpu = {k: v.detach().cpu().contiguous() for k, v in tensors.items()}
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        os.close(fd)
-        try:
-            save_file(cpu, tmp, metadata={"tinykit_nodeid": self.nodeid})
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic_write(path, save(cpu, metadata={"tinykit_nodeid": self.nodeid}))
         self.written.append(path)
 
 

@@ -23,42 +23,22 @@ import re
 import socket
 import subprocess
 import sys
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from tinykit import __version__
 from tinykit._devices import physical_gpus
+from tinykit._files import atomic_write
+from tinykit._versions import ENV, __version__
 from tinykit.errors import UsageError
 from tinykit.repro.redact import REDACTED, is_relevant_env, redact_env, scrub
 
 __all__ = ["DiffEntry", "EnvDiff", "REDACTED", "capture", "diff", "load", "scrub", "to_json"]
 
 SCHEMA = 1
-# Version changes here explain most "it changed after the upgrade" reports; they are listed first.
-KEY_PACKAGES = (
-    "torch",
-    "transformers",
-    "tokenizers",
-    "safetensors",
-    "huggingface-hub",
-    "datasets",
-    "accelerate",
-    "numpy",
-    "peft",
-    "trl",
-    "deepspeed",
-    "triton",
-    "flash-attn",
-    "xformers",
-    "sentencepiece",
-    "bitsandbytes",
-    "vllm",
-    "tinykit",
-)
+KEY_PACKAGES = ENV  # listed first by diff(): see tinykit._versions
 
 
 def capture(path: str | os.PathLike[str] | None = None, *, all_env: bool = False) -> dict[str, Any]:
@@ -99,17 +79,10 @@ def _write_atomic(path: Path, text: str) -> None:
             f"cannot write the environment bundle to {path}: directory {path.parent} "
             "does not exist. Create it first (mkdir -p) or pick another -o path."
         )
-    from tinykit.staging import output_errors
+    from tinykit._files import output_errors
 
     with output_errors(path):  # disk full, read-only: one line, and no temp file left
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic_write(path, text)
 
 
 def _python() -> dict[str, Any]:

@@ -10,13 +10,16 @@ tokenizer of the right class instead.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from tinykit._files import FolderResult, check_target, output_errors, output_path, replace_folder
 from tinykit.errors import TinyArtifactInvalid, UsageError
-from tinykit.staging import move_into_place, output_errors, staging_folder
 from tinykit.tokenizer import edit as tjson
 from tinykit.tokenizer import files as files_fmt
 from tinykit.tokenizer.source import (
@@ -27,7 +30,15 @@ from tinykit.tokenizer.source import (
     read_source,
 )
 
-__all__ = ["TinyTokenizer", "has_tokenizer_files", "make_tiny_tokenizer", "shrink_tokenizer"]
+__all__ = [
+    "TinyTokenizer",
+    "TokenizerResult",
+    "has_tokenizer_files",
+    "make_tiny_tokenizer",
+    "shrink_tokenizer",
+]
+
+RECORD = "tinykit-tokenizer.json"  # what was shrunk and how, written beside the tokenizer files
 
 # tokenizer_config.json keys that would be stale or wrong in the tiny copy.
 _STALE_CONFIG_KEYS = {
@@ -179,56 +190,84 @@ def tokenizer_folder(folder: Path | None) -> Path | None:
     return None
 
 
+@dataclass(frozen=True)
+class TokenizerResult(FolderResult):
+    """What make_tiny_tokenizer wrote; `to_dict()` is the CLI's --json output. Stands in for `path`."""
+
+    path: Path
+    source: str
+    revision: str | None
+    vocab: int
+    vocab_size: int
+    kind: str
+    method: str
+    id_map: dict[int, int]
+    dropped: tuple[str, ...]
+    size_bytes: int
+
+    def record(self) -> dict[str, Any]:
+        """The content of tinykit-tokenizer.json (no path, no size: same bytes on any machine)."""
+        return {
+            "source": self.source,
+            "revision": self.revision,
+            "vocab": self.vocab,
+            "vocab_size": self.vocab_size,
+            "kind": self.kind,
+            "method": self.method,
+            "id_map": {str(k): v for k, v in self.id_map.items()},
+            "dropped_added_tokens": list(self.dropped),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.record(), "out": str(self.path), "size_bytes": self.size_bytes}
+
+
 def make_tiny_tokenizer(
-    source, vocab: int = 1024, out=None, *, force: bool = False, method: str = "auto"
-) -> Path:
+    source: str | os.PathLike[str],
+    out: str | os.PathLike[str] | None = None,
+    *,
+    vocab: int = 1024,
+    method: str = "auto",
+    force: bool = False,
+) -> TokenizerResult:
     """Shrink the tokenizer of `source` to ≤ `vocab` ids; write it to `out` atomically.
 
     `source` is a folder laid out as on the Hub, a Hub id `org/name[@revision]` (tokenizer and
     config files only are downloaded) or a bare model_type (a tokenizer is trained for it).
-    `out` defaults to ./tiny-<name>-tokenizer. Returns the output folder.
+    `out` defaults to ./tiny-<name>-tokenizer; it must be missing or empty unless `force`.
     """
     from tinykit.source import resolve
 
+    if isinstance(vocab, bool) or not isinstance(vocab, int):
+        raise UsageError(f"vocab={vocab!r} is not an integer. Pass e.g. vocab=512.")
+    if not isinstance(source, (str, os.PathLike)):
+        raise UsageError(
+            f"source={source!r} is not a folder, Hub id or model_type. Pass one as a str or Path."
+        )
+    if out is not None:  # refuse before the (possibly remote) source is read
+        check_target(output_path(out, ""), force)
     if Path(source).is_dir():  # a tokenizer folder needs no config.json
         src, model_type, name, revision = Path(source), None, Path(source).resolve().name, None
     else:
         resolved = resolve(source)
         src, model_type = tokenizer_folder(resolved.folder), resolved.model_type
         name, revision = resolved.short_name, resolved.revision
-    out = Path(out) if out is not None else Path.cwd() / f"tiny-{name}-tokenizer"
-    if out.exists() and not force:
-        raise UsageError(
-            f"output folder {out} already exists. tinykit does not overwrite it. "
-            "Pass --force (force=True) or another -o/out."
+    target = output_path(out, Path.cwd() / f"tiny-{name}-tokenizer")
+    with output_errors(target), replace_folder(target, force=force) as staging:
+        tiny = shrink_tokenizer(src, staging, vocab=vocab, model_type=model_type, method=method)
+        result = TokenizerResult(
+            path=target,
+            source=name,
+            revision=revision,
+            vocab=vocab,
+            vocab_size=tiny.vocab_size,
+            kind=tiny.kind,
+            method=tiny.method,
+            id_map=tiny.id_map,
+            dropped=tiny.dropped,
+            size_bytes=0,
         )
-    with output_errors(out):
-        return _build_into(out, src, name, revision, vocab, model_type, method, force)
-
-
-def _build_into(out, src, name, revision, vocab, model_type, method, force) -> Path:
-    staging = staging_folder(out)
-    try:
-        result = shrink_tokenizer(src, staging, vocab=vocab, model_type=model_type, method=method)
-        (staging / "tinykit-tokenizer.json").write_text(
-            json.dumps(
-                {
-                    "source": name,
-                    "revision": revision,
-                    "vocab": vocab,
-                    "vocab_size": result.vocab_size,
-                    "kind": result.kind,
-                    "method": result.method,
-                    "id_map": {str(k): v for k, v in result.id_map.items()},
-                    "dropped_added_tokens": list(result.dropped),
-                },
-                indent=2,
-                sort_keys=True,
-            )
-            + "\n",
-            "utf-8",
-        )
-        move_into_place(staging, out, overwrite=force)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return out
+        record = json.dumps(result.record(), indent=2, sort_keys=True) + "\n"
+        (staging / RECORD).write_text(record, "utf-8")
+        size = sum(p.stat().st_size for p in staging.rglob("*") if p.is_file())
+    return dataclasses.replace(result, size_bytes=size)

@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from tinykit._files import atomic_write
 from tinykit.hub.server import commit as commits
 from tinykit.hub.server.guard import Refused, bad_request, check_repo_id
 
@@ -397,7 +398,4 @@ def _contained(path: Path, inside: Path) -> bool:
 
 def _write_atomic(target: Path, data: bytes) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.replace(tmp, target)
+    atomic_write(target, data)
