@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from tinykit.artifacts.cache import BUILDERS, Cache
-from tinykit.artifacts.named import FixtureSpec, build_one, load_specs
+from tinykit.artifacts.cache import Cache
+from tinykit.artifacts.named import BUILDERS, FixtureSpec, build_one, load_specs
 from tinykit.errors import UsageError
 
 PathLike = str | os.PathLike[str]
