@@ -113,13 +113,16 @@ def build(
     trust_remote_code: bool = False,
     recipes: tuple[str, ...] = (),
     push_to_hub: str | None = None,
+    check: bool = True,
     **spec_kwargs: Any,
 ) -> BuildResult:
     """make_tiny, returning the full BuildResult (params, bytes, time, file hashes).
 
     `revision` is the Hub revision of a Hub id; `force` replaces an existing `out`;
     `trust_remote_code` allows configs that need the repository's own code; `recipes` adds
-    recipe files; `push_to_hub` publishes the built folder (with its card) to that repo id.
+    recipe files; `push_to_hub` publishes the built folder (with its card) to that repo id;
+    `check=False` skips the verification (forward, backward, size) that runs before the folder
+    is moved into place.
     """
     started = time.perf_counter()
     spec = ShrinkSpec.from_kwargs(**spec_kwargs)
@@ -135,6 +138,8 @@ def build(
     try:
         result = _build_into(tmp, src, spec, recipes, trust_remote_code)
         provenance.write(tmp, src, spec, result, recipes)
+        if check:  # a model that does not run (or is not tiny) is never written
+            _check(tmp, src)
         _replace(tmp, target)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -314,6 +319,19 @@ def _copy_tokenizer(src: Source, tmp: Path) -> None:
             and not path.name.endswith(WEIGHT_SUFFIXES)
         ):
             shutil.copyfile(path, tmp / path.name)
+
+
+def _check(tmp: Path, src: Source) -> None:
+    from tinykit.model.verify import verify
+
+    report = verify(tmp)
+    if not report.ok:
+        raise TinyArtifactInvalid(
+            f"the tiny {src.model_type} model built from {src.name} fails its check, so nothing "
+            f"was written: {'; '.join(report.problems)}. Add a recipe (--recipe PATH) for the keys "
+            f"named, or pass --no-check to write it anyway.",
+            report=report.to_dict(),
+        )
 
 
 def _replace(tmp: Path, target: Path) -> None:

@@ -31,6 +31,7 @@ class CoverageRow:
     seconds: float
     upstream: bool = False
     """The failure is transformers' own: its default config of this type does not build."""
+    weight_bytes: int = 0
 
 
 def text_model_types() -> list[str]:
@@ -50,17 +51,19 @@ def sweep(model_types: list[str] | None = None, **spec: Any) -> Iterator[Coverag
     with tempfile.TemporaryDirectory(prefix="tinykit-coverage-") as tmp:
         for model_type in model_types or text_model_types():
             started = time.perf_counter()
-            ok, reason, params = False, "", 0
-            try:
-                report = verify(build(model_type, Path(tmp) / model_type, **spec).path)
-                ok, reason, params = report.ok, "; ".join(report.problems) or "ok", report.params
+            ok, reason, params, weights = False, "", 0, 0
+            try:  # verify runs here, with its report kept: the build's own check is skipped
+                built = build(model_type, Path(tmp) / model_type, check=False, **spec)
+                report = verify(built.path)
+                ok, reason = report.ok, "; ".join(report.problems) or "ok"
+                params, weights = report.params, report.weight_bytes
             except TinykitError as e:
                 reason = f"{type(e).__name__}: {e}"
             except Exception as e:  # a transformers failure on one type must not stop the sweep
                 reason = f"{type(e).__name__}: {str(e)[:300]}"
             upstream = not ok and _default_is_broken(model_type)
             yield CoverageRow(
-                model_type, ok, reason, params, time.perf_counter() - started, upstream
+                model_type, ok, reason, params, time.perf_counter() - started, upstream, weights
             )
 
 

@@ -26,6 +26,8 @@ class VerifyReport:
     model_class: str = ""
     params: int = 0
     bytes: int = 0
+    weight_bytes: int = 0
+    """Bytes of the parameters, held to the size budget of a tiny model (see model/size.py)."""
     loss: float | None = None
     grads: str = ""
     generated: bool | None = None
@@ -63,6 +65,7 @@ def verify(path: str | Path, *, raise_on_failure: bool = False) -> VerifyReport:
     model = cls.from_pretrained(folder)
     report.params = sum(p.numel() for p in model.parameters())
     report.block_types = block_types(model)
+    _size(model, folder, report)
     generator = torch.Generator().manual_seed(0)
     inputs, labels = make_inputs(model, generator)
     _train_step(model, inputs, labels, report)
@@ -74,6 +77,18 @@ def verify(path: str | Path, *, raise_on_failure: bool = False) -> VerifyReport:
             f"{folder} failed verification: {'; '.join(report.problems)}.", report=report.to_dict()
         )
     return report
+
+
+def _size(model: Any, folder: Path, report: VerifyReport) -> None:
+    """Dimensions the build spec does not explain, and weights over the budget, are problems."""
+    from tinykit.model.provenance import read_manifest
+    from tinykit.model.size import size_problems, weight_bytes
+    from tinykit.model.spec import ShrinkSpec
+
+    manifest = read_manifest(folder) or {}
+    spec = ShrinkSpec.from_kwargs(**manifest.get("spec", {}))
+    report.weight_bytes = weight_bytes(model)
+    report.problems += size_problems(model, spec)
 
 
 def make_inputs(model: Any, generator: Any) -> tuple[dict[str, Any], dict[str, Any]]:
