@@ -34,7 +34,9 @@ def _built(model_type: str, meta: bool = True, **overrides):
     config = shrink_config({"model_type": model_type}, ShrinkSpec()).config
     for key, value in overrides.items():
         setattr(config, key, value)
-    cls = getattr(transformers, transformers.models.auto.modeling_auto.MODEL_MAPPING_NAMES[model_type])
+    cls = getattr(
+        transformers, transformers.models.auto.modeling_auto.MODEL_MAPPING_NAMES[model_type]
+    )
     with torch.device("meta" if meta else "cpu"):
         return cls._from_config(config)
 

@@ -95,6 +95,8 @@ def make_inputs(model: Any, generator: Any) -> tuple[dict[str, Any], dict[str, A
     """Random inputs shaped from the config: token ids, pixels or audio features, plus labels."""
     import torch
 
+    from tinykit.model.inputs import image_token_ids, media_inputs
+
     config = model.config
     params = inspect.signature(model.forward).parameters
     text = config.get_text_config(decoder=True)
@@ -102,19 +104,11 @@ def make_inputs(model: Any, generator: Any) -> tuple[dict[str, Any], dict[str, A
     ids = torch.randint(0, vocab, (BATCH, SEQ), generator=generator)
     inputs: dict[str, Any] = {}
     main = model.main_input_name
-    vision = getattr(config, "vision_config", None) or config
-    has_image_tokens = any(k in config.to_dict() for k in ("image_token_id", "image_token_index"))
-    if main == "input_features":
-        frames = 2 * getattr(config, "max_source_positions", 8)
-        inputs[main] = torch.randn(BATCH, config.num_mel_bins, frames, generator=generator)
-    elif main == "pixel_values" or (
-        "pixel_values" in params
-        and not has_image_tokens
-        and isinstance(getattr(vision, "image_size", None), int)
-    ):
-        size, channels = vision.image_size, getattr(vision, "num_channels", 3)
-        inputs["pixel_values"] = torch.randn(BATCH, channels, size, size, generator=generator)
+    media, _ = media_inputs(model, generator, BATCH)  # pixels, frames or audio, via the processor
+    inputs.update(media)
     if "input_ids" in params and main != "input_features":
+        if media and "pixel_values" in media:  # one image token per feature of the vision tower
+            ids = image_token_ids(model, media, ids)
         inputs["input_ids"] = ids
     labels: dict[str, Any] = {}
     if "return_loss" in params:
@@ -176,8 +170,8 @@ def _generate(model: Any, inputs: dict, report: VerifyReport) -> None:
         import torch
 
         # half the sequence as the prompt: prompt + new tokens stay within the trained length
-        prompt = {
-            k: v[:, : SEQ // 2] if k == "input_ids" else v
+        prompt = {  # image tokens stay in front of the prompt
+            k: v[:, : v.shape[1] - SEQ // 2] if k == "input_ids" else v
             for k, v in inputs.items()
             if not k.startswith("decoder_")
         }
@@ -225,7 +219,8 @@ def _tokenizer(model: Any, folder: Path, inputs: dict, report: VerifyReport) -> 
     ]
     try:
         with torch.no_grad():
-            logits = _first_tensor(model(**{**inputs, "input_ids": ids.repeat(BATCH, 1)}))
+            text_only = {k: v for k, v in inputs.items() if not _is_image_input(model, k)}
+            logits = _first_tensor(model(**{**text_only, "input_ids": ids.repeat(BATCH, 1)}))
         report.tokenizer["forward"] = {
             "tokens": ids.shape[1],
             "finite": bool(torch.isfinite(logits).all()),
@@ -234,6 +229,13 @@ def _tokenizer(model: Any, folder: Path, inputs: dict, report: VerifyReport) -> 
         report.problems.append(
             f"forward pass on the tokenizer's encoding of the probe failed: {type(e).__name__}: {e}"
         )
+
+
+def _is_image_input(model: Any, key: str) -> bool:
+    """Pixels that go with image tokens: a text of the tokenizer's alone holds none."""
+    from tinykit.model.inputs import image_token
+
+    return image_token(model.config) is not None and key.startswith(("pixel_", "image_"))
 
 
 def block_types(model: Any) -> dict[str, list[str]]:
