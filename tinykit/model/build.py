@@ -244,6 +244,10 @@ def _make_tokenizer(src: Source, spec: ShrinkSpec, out: Path) -> TinyTokenizer |
         return None
     try:
         return shrink_tokenizer(folder, out, vocab=spec.vocab, model_type=src.model_type)
+    except UnsupportedModelError:
+        if folder is not None:
+            raise
+        return None  # a CTC head's character vocabulary (wav2vec2): no tokenizer class to train
     except TinyArtifactInvalid:
         if folder is not None:
             raise

@@ -11,6 +11,7 @@ Image-text models get as many image tokens in `input_ids` as their vision tower 
 from __future__ import annotations
 
 import inspect
+from collections.abc import Iterator
 from typing import Any
 
 SAMPLES = 16_000
@@ -57,8 +58,9 @@ def image_token(config: Any) -> int | None:
     return None
 
 
-def _processor(table_name: str, model_type: str, **geometry: Any) -> Any:
-    """The type's processor class from transformers' auto table, built for the tiny geometry."""
+def _processors(table_name: str, model_type: str, *geometries: dict[str, Any]) -> Iterator[Any]:
+    """The type's processor from transformers' auto table, built for each tiny geometry in turn
+    (processors name sizes differently: height/width, a pixel budget, patch and merge sizes)."""
     import transformers
     from transformers.models.auto import (
         feature_extraction_auto,
@@ -66,25 +68,25 @@ def _processor(table_name: str, model_type: str, **geometry: Any) -> Any:
         video_processing_auto,
     )
 
-    module = {
-        "image": image_processing_auto,
-        "video": video_processing_auto,
-        "audio": feature_extraction_auto,
+    table = {
+        "image": image_processing_auto.IMAGE_PROCESSOR_MAPPING_NAMES,
+        "video": video_processing_auto.VIDEO_PROCESSOR_MAPPING_NAMES,
+        "audio": feature_extraction_auto.FEATURE_EXTRACTOR_MAPPING_NAMES,
     }[table_name]
-    table = next(getattr(module, n) for n in dir(module) if n.endswith("_MAPPING_NAMES"))
     names = table.get(model_type)
     if isinstance(names, dict):
         names = [names.get("torchvision"), names.get("pil")]
-    for name in names if isinstance(names, list | tuple) else [names]:
-        cls = getattr(transformers, name, None) if name else None
-        if cls is None:
-            continue
-        settings = {k: v for k, v in geometry.items() if v is not None}
-        try:
-            return cls(**settings)
-        except Exception:  # a processor that rejects a tiny setting falls back to random inputs
-            continue
-    return None
+    classes = [
+        getattr(transformers, n, None)
+        for n in (names if isinstance(names, list | tuple) else [names])
+        if n
+    ]
+    for cls in [c for c in classes if c is not None][:1]:
+        for geometry in [*geometries, {}]:
+            try:
+                yield cls(**{k: v for k, v in geometry.items() if v is not None})
+            except Exception:  # a processor that rejects a tiny setting: try the next one
+                continue
 
 
 def _keep(out: Any, params: set[str]) -> dict[str, Any]:
@@ -100,27 +102,28 @@ def _image(config, vision, params, generator, batch) -> tuple[dict[str, Any], st
     square = {"height": size, "width": size}
     patch = getattr(vision, "patch_size", None)
     merge = getattr(vision, "spatial_merge_size", None)
-    processor = _processor(
-        "image",
-        config.model_type,
-        size=square,
-        crop_size=square,
-        patch_size=patch if _is_int(patch) else None,
-        merge_size=merge if _is_int(merge) else None,
-        do_image_splitting=False,
+    patch = patch if _is_int(patch) else None
+    merge = merge if _is_int(merge) else None
+    step = (patch or 8) * (merge or 1)  # pixels per image token of patch-merging towers
+    pixels_budget = {"shortest_edge": step * step, "longest_edge": 4 * step * step}
+    geometries = (
+        {"size": square, "crop_size": square, "patch_size": patch, "merge_size": merge},
+        {"size": pixels_budget, "patch_size": patch, "merge_size": merge},
+        {"patch_size": patch, "merge_size": merge},
     )
     inputs: dict[str, Any] = {}
     how = "random"
-    if processor is not None and channels == 3:
-        rng = np.random.default_rng(int(torch.randint(0, 2**31, (1,), generator=generator)))
-        images = [rng.integers(0, 256, (size, size, 3), dtype=np.uint8) for _ in range(batch)]
+    rng = np.random.default_rng(int(torch.randint(0, 2**31, (1,), generator=generator)))
+    images = [rng.integers(0, 256, (size, size, 3), dtype=np.uint8) for _ in range(batch)]
+    for processor in _processors("image", config.model_type, *geometries) if channels == 3 else ():
         try:
             out = _keep(processor(images=images, return_tensors="pt"), params)
-            pixels = out.get("pixel_values")
-            if pixels is not None and (pixels.dim() < 4 or pixels.shape[-1] == size):
-                inputs, how = out, f"processor {type(processor).__name__}"
-        except Exception:  # the processor's own preprocessing failed: random pixels instead
-            inputs = {}
+        except Exception:  # this geometry does not suit the processor: try the next one
+            continue
+        pixels = out.get("pixel_values")
+        if pixels is not None and (pixels.dim() < 4 or pixels.shape[-1] == size):
+            inputs, how = out, f"processor {type(processor).__name__}"
+            break
     if not inputs:
         inputs["pixel_values"] = torch.randn(batch, channels, size, size, generator=generator)
     return inputs, how
@@ -139,8 +142,7 @@ def _waveform(config, params, generator, batch) -> tuple[dict[str, Any], str]:
     import torch
 
     audio = torch.randn(batch, SAMPLES, generator=generator)
-    processor = _processor("audio", config.model_type)
-    if processor is not None:
+    for processor in _processors("audio", config.model_type):
         try:
             out = processor(
                 [a.numpy() for a in audio],
@@ -161,8 +163,7 @@ def _features(config, params, generator, batch) -> tuple[dict[str, Any], str]:
 
     bins = getattr(config, "num_mel_bins", None) or getattr(config, "feature_size", None) or 80
     frames = 2 * getattr(config, "max_source_positions", 8)
-    processor = _processor("audio", config.model_type, feature_size=bins)
-    if processor is not None:
+    for processor in _processors("audio", config.model_type, {"feature_size": bins}):
         hop = getattr(processor, "hop_length", 160)
         audio = torch.randn(batch, frames * hop, generator=generator)
         try:

@@ -95,7 +95,7 @@ def make_inputs(model: Any, generator: Any) -> tuple[dict[str, Any], dict[str, A
     """Random inputs shaped from the config: token ids, pixels or audio features, plus labels."""
     import torch
 
-    from tinykit.model.inputs import image_token_ids, media_inputs
+    from tinykit.model.inputs import image_token, image_token_ids, media_inputs
 
     config = model.config
     params = inspect.signature(model.forward).parameters
@@ -109,6 +109,8 @@ def make_inputs(model: Any, generator: Any) -> tuple[dict[str, Any], dict[str, A
     if "input_ids" in params and main != "input_features":
         if media and "pixel_values" in media:  # one image token per feature of the vision tower
             ids = image_token_ids(model, media, ids)
+            if "mm_token_type_ids" in params:  # M-RoPE models mark which positions are image
+                inputs["mm_token_type_ids"] = (ids == image_token(config)).long()
         inputs["input_ids"] = ids
     labels: dict[str, Any] = {}
     if "return_loss" in params:
@@ -171,7 +173,7 @@ def _generate(model: Any, inputs: dict, report: VerifyReport) -> None:
 
         # half the sequence as the prompt: prompt + new tokens stay within the trained length
         prompt = {  # image tokens stay in front of the prompt
-            k: v[:, : v.shape[1] - SEQ // 2] if k == "input_ids" else v
+            k: v[:, : v.shape[1] - SEQ // 2] if k in ("input_ids", "mm_token_type_ids") else v
             for k, v in inputs.items()
             if not k.startswith("decoder_")
         }
