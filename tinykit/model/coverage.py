@@ -173,7 +173,12 @@ def sweep(
                 reason = f"{type(e).__name__}: {e}"
             except Exception as e:  # a transformers failure on one type must not stop the sweep
                 reason = f"{type(e).__name__}: {str(e)[:300]}"
-            upstream = not ok and _default_is_broken(model_type, (classes or {}).get(model_type))
+            upstream = False
+            if not ok:
+                error = upstream_error(model_type, (classes or {}).get(model_type))
+                upstream = _is_upstream(reason, error)
+                if upstream:
+                    reason = f"{reason} [transformers at full size: {error}]"
             yield CoverageRow(
                 model_type, ok, reason, params, time.perf_counter() - started, upstream, weights
             )
@@ -192,10 +197,10 @@ def _source_folder(tmp: Path, model_type: str, class_name: str | None) -> str | 
     return folder
 
 
-def _default_is_broken(model_type: str, class_name: str | None = None) -> bool:
-    """Whether transformers cannot build this type from its own default config, at full size on the
-    meta device, with the class make-tiny picks: then no shrink can work, and the sweep reports
-    the type apart."""
+def upstream_error(model_type: str, class_name: str | None = None) -> str | None:
+    """transformers' own failure on this type's default config at full size, on the meta device,
+    with the class the sweep builds: construction, then (for token-id models) a forward pass.
+    None when transformers' defaults build and run: then a failure is tinykit's."""
     import torch
     import transformers
 
@@ -209,7 +214,23 @@ def _default_is_broken(model_type: str, class_name: str | None = None) -> bool:
             Source("model_type", model_type, None, {"model_type": model_type}, ""), config, False
         )
         with torch.device("meta"):
-            cls._from_config(config_for(cls, config))
-    except Exception:  # any failure of transformers' own defaults
+            model = cls._from_config(config_for(cls, config))
+    except Exception as e:  # any failure of transformers' own defaults
+        return f"{type(e).__name__}: {str(e)[:200]}"
+    if model.main_input_name != "input_ids":
+        return None
+    try:
+        with torch.device("meta"):
+            model(input_ids=torch.zeros(1, 8, dtype=torch.long))
+    except Exception as e:  # the full-size default fails where the tiny one did, or elsewhere
+        return f"forward: {type(e).__name__}: {str(e)[:200]}"
+    return None
+
+
+def _is_upstream(reason: str, error: str | None) -> bool:
+    """Set apart only when transformers fails at full size: to build, or in the same way."""
+    if error is None:
+        return False
+    if not error.startswith("forward: "):
         return True
-    return False
+    return error.removeprefix("forward: ")[:60] in reason

@@ -32,8 +32,9 @@ def media_inputs(model: Any, generator: Any, batch: int) -> tuple[dict[str, Any]
         return _video(config, vision, "pixel_values_videos", params, generator, batch)
     if "pixel_values" in params and _is_int(getattr(vision, "num_frames", None)):
         return _video(config, vision, "pixel_values", params, generator, batch)
+    has_tower = getattr(config, "vision_config", None) is not None  # None: a text-only default
     if "pixel_values" in params and (
-        main == "pixel_values" or _size(vision) is not None or image_token(config) is not None
+        main == "pixel_values" or _size(vision) is not None or has_tower
     ):
         return _image(config, vision, params, generator, batch)
     return {}, ""
