@@ -42,7 +42,7 @@ def transformers_matrix(session: nox.Session, transformers: str) -> None:
 
 @nox.session
 def coverage(session: nox.Session) -> None:
-    """`tinykit coverage`: every text model type of the installed transformers."""
+    """`tinykit coverage`: every text model type (`-- --all`: every type with a model class)."""
     _install(session)
     session.run("tinykit", "coverage", *session.posargs)
 
