@@ -306,7 +306,23 @@ def _copy_processor(src: Source, shrunk: ShrunkConfig, tmp: Path) -> None:
             and isinstance(size, int)
         ):
             data["patch_size"] = patch
+        _fit_audio_window(data, shrunk.config)
         (tmp / name).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def _fit_audio_window(data: dict[str, Any], config: Any) -> None:
+    """A Whisper-style extractor pads to `chunk_length` seconds: make that the tiny encoder's
+    2 x max_source_positions frames, so processor output and model agree."""
+    positions = getattr(config, "max_source_positions", None)
+    keys = ("chunk_length", "hop_length", "sampling_rate")
+    if not isinstance(positions, int) or not all(isinstance(data.get(k), int) for k in keys):
+        return
+    samples = 2 * positions * data["hop_length"]
+    if samples % data["sampling_rate"] == 0:
+        data["chunk_length"] = samples // data["sampling_rate"]
+        for key, value in (("n_samples", samples), ("nb_max_frames", 2 * positions)):
+            if key in data:
+                data[key] = value
 
 
 def _copy_tokenizer(src: Source, tmp: Path) -> None:
