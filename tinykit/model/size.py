@@ -115,7 +115,10 @@ def size_problems(model: Any, spec: ShrinkSpec | None = None) -> list[str]:
 
 
 def _within_defaults(spec: ShrinkSpec) -> bool:
-    """The byte budget holds for the default sizes; a user who asks for a wider model gets one."""
+    """The byte budget holds for the default sizes; a user who asks for a wider model gets one,
+    and faithful mode keeps the source's whole vocabulary."""
+    if spec.mode != "tiny":
+        return False
     default = ShrinkSpec()
     sizes = ("hidden", "intermediate", "vocab", "experts", "expert_intermediate", "max_positions")
     return all(getattr(spec, n) <= getattr(default, n) for n in sizes) and spec.layers in (
