@@ -62,7 +62,7 @@ def matrix(session: nox.Session) -> None:
 
 @nox.session
 def coverage(session: nox.Session) -> None:
-    """`tinykit coverage`: every text model type of the installed transformers."""
+    """`tinykit coverage`: every text model type (`-- --all`: every type with a model class)."""
     _install(session)
     session.run("tinykit", "coverage", *session.posargs)
 

@@ -81,6 +81,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="allow configs that need the repository's own code (auto_map)",
     )
+    p.add_argument(
+        "--no-check",
+        dest="check",
+        action="store_false",
+        help="skip the forward/backward/size check that runs before the folder is written",
+    )
     p.add_argument("--json", action="store_true", help="print a machine-readable result")
     p.set_defaults(func=run)
 
@@ -101,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
         trust_remote_code=args.trust_remote_code,
         recipes=tuple(args.recipe),
         push_to_hub=args.push_to_hub,
+        check=args.check,
         **spec,
     )
     layers = ", ".join(f"{k}: {v}" for k, v in result.layers.items())

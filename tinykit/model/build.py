@@ -110,6 +110,7 @@ def make_tiny(
     trust_remote_code: bool = False,
     recipes: tuple[str, ...] = (),
     push_to_hub: str | None = None,
+    check: bool = True,
     display_source: str | None = None,
     **spec: Unpack[ShrinkOptions],
 ) -> BuildResult:
@@ -123,6 +124,8 @@ def make_tiny(
         trust_remote_code: allow configs that need the repository's own code.
         recipes: extra recipe files.
         push_to_hub: publish the built folder (with its card) to this repo id.
+        check: verify the built model (forward, backward, size budget) before it is moved into
+            place; a failing model is never written (`--no-check` skips this).
         display_source: how provenance names the source (default: `source` as given), so that
             a caller passing an absolute path can record the relative one.
         **spec: ShrinkSpec fields (hidden, layers, vocab, dtype, seed, mode, ...).
@@ -148,6 +151,8 @@ def make_tiny(
     with output_errors(target), replace_folder(target, force=force) as staging:
         built = _build_into(staging, src, shrink, recipes, trust_remote_code)
         provenance.write(staging, src, shrink, built, recipes)
+        if check:  # a model that does not run (or is not tiny) is never written
+            _check(staging, src)
     files = provenance.file_table(target)
     pushed = None
     if push_to_hub:
@@ -269,6 +274,10 @@ def _make_tokenizer(src: Source, spec: ShrinkSpec, out: Path) -> TinyTokenizer |
         return None
     try:
         return shrink_tokenizer(folder, out, vocab=spec.vocab, model_type=src.model_type)
+    except UnsupportedModelError:
+        if folder is not None:
+            raise
+        return None  # a CTC head's character vocabulary (wav2vec2): no tokenizer class to train
     except TinyArtifactInvalid:
         if folder is not None:
             raise
@@ -327,7 +336,23 @@ def _copy_processor(src: Source, shrunk: ShrunkConfig, tmp: Path) -> None:
             and isinstance(size, int)
         ):
             data["patch_size"] = patch
+        _fit_audio_window(data, shrunk.config)
         (tmp / name).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def _fit_audio_window(data: dict[str, Any], config: Any) -> None:
+    """A Whisper-style extractor pads to `chunk_length` seconds: make that the tiny encoder's
+    2 x max_source_positions frames, so processor output and model agree."""
+    positions = getattr(config, "max_source_positions", None)
+    keys = ("chunk_length", "hop_length", "sampling_rate")
+    if not isinstance(positions, int) or not all(isinstance(data.get(k), int) for k in keys):
+        return
+    samples = 2 * positions * data["hop_length"]
+    if samples % data["sampling_rate"] == 0:
+        data["chunk_length"] = samples // data["sampling_rate"]
+        for key, value in (("n_samples", samples), ("nb_max_frames", 2 * positions)):
+            if key in data:
+                data[key] = value
 
 
 def _copy_tokenizer(src: Source, tmp: Path) -> None:
@@ -352,3 +377,16 @@ def _copy_tokenizer(src: Source, tmp: Path) -> None:
             and not path.name.endswith(WEIGHT_SUFFIXES)
         ):
             shutil.copyfile(path, tmp / path.name)
+
+
+def _check(tmp: Path, src: Source) -> None:
+    from tinykit.model.verify import verify
+
+    report = verify(tmp)
+    if not report.ok:
+        raise TinyArtifactInvalid(
+            f"the tiny {src.model_type} model built from {src.name} fails its check, so nothing "
+            f"was written: {'; '.join(report.problems)}. Add a recipe (--recipe PATH) for the keys "
+            f"named, or pass --no-check to write it anyway.",
+            report=report.to_dict(),
+        )

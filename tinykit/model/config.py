@@ -146,22 +146,36 @@ def _shrink_node(
         ):
             overrides[key] = _shrink_entry(value, {}, recipe, ctx, f"{path}{key}.")
     layer_keys = [k for k in recipe.knobs["layers"] if _is_int(full.get(k))]
-    if layer_keys and not ctx.keep_depth:
+    # a stack whose depth is the length of its block-type list (NemotronH's layers_block_type)
+    depth_list = next(
+        (k for k in recipe.layer_fields.get("depth_lists", ()) if _is_list(full.get(k))), None
+    )
+    if (layer_keys or depth_list) and not ctx.keep_depth:
+        node = full if layer_keys else {**full, _DEPTH: len(full[depth_list])}
         plan = plan_layers(
-            full,
-            layer_keys[0],
+            node,
+            layer_keys[0] if layer_keys else _DEPTH,
             recipe.layer_fields,
             ctx.spec.layers,
             f"'{path or full.get('model_type')}'",
         )
         ctx.plans[path or "."] = plan
-        overrides.update(plan.fields)
+        overrides.update({k: v for k, v in plan.fields.items() if k != _DEPTH})
+        # a per-layer list of sizes (Gemma 3n's intermediate_size) keeps its entries capped
+        overrides.update(
+            {
+                k: v
+                for k, v in _knob_values({**full, **plan.fields}, recipe, ctx).items()
+                if k in plan.fields and isinstance(v, list)
+            }
+        )
         for key in plan.keyed:  # per-layer overrides of a size are shrunk like the size itself
             overrides[key] = {
                 layer: _shrink_entry(entry, full, recipe, ctx, f"{path}{key}.{layer}.")
                 for layer, entry in overrides[key].items()
             }
-        for key in recipe.knobs["other_layers"]:
+        # every other depth key of the node (xLSTM's num_blocks beside num_hidden_layers) follows
+        for key in [*layer_keys[1:], *recipe.knobs["other_layers"]]:
             if _is_int(full.get(key)):
                 overrides[key] = min(full[key], len(plan.kept))
     overrides.update(copy.deepcopy(recipe.set))
@@ -174,6 +188,13 @@ def _shrink_node(
     _rescale_rope_positions(full, merged, overrides)
     base.update(overrides)
     return {**merged, **overrides}
+
+
+_DEPTH = "<depth>"  # the planned depth of a stack that has no depth key of its own
+
+
+def _is_list(value: Any) -> bool:
+    return isinstance(value, list) and bool(value)
 
 
 def _shrink_entry(
@@ -201,6 +222,14 @@ def _divisor_at_most(n: int, limit: int, even_quotient: bool = True) -> int:
     return 1
 
 
+# Knobs capped per key (and per entry of a list) at a spec size, rather than set to one width.
+ELEMENTWISE = {
+    "intermediate": "intermediate",
+    "expert_intermediate": "expert_intermediate",
+    "channels": "hidden",
+}
+
+
 def _knob_values(full: dict[str, Any], recipe: Recipe, ctx: _Context) -> dict[str, Any]:
     spec, out = ctx.spec, {}
     knob_keys = {
@@ -211,6 +240,9 @@ def _knob_values(full: dict[str, Any], recipe: Recipe, ctx: _Context) -> dict[st
         knob_keys[knob] = [
             k for k in recipe.knobs[knob] if k in full and (full[k] is None or _is_int(full[k]))
         ]
+    # MLP widths and channel counts may be per-layer lists: each entry is capped
+    for knob in ELEMENTWISE:
+        knob_keys[knob] += [k for k in recipe.knobs.get(knob, ()) if _is_int_list(full.get(k))]
     width = min([full[k] for k in knob_keys["width"]] + [spec.hidden])
     heads_src = full[knob_keys["heads"][0]] if knob_keys["heads"] else None
     heads = _divisor_at_most(width, min(spec.heads, heads_src or spec.heads))
@@ -230,10 +262,8 @@ def _knob_values(full: dict[str, Any], recipe: Recipe, ctx: _Context) -> dict[st
                 )
             elif knob == "head_dim":
                 out[key] = width // heads
-            elif knob == "intermediate":
-                out[key] = min(v, spec.intermediate)
-            elif knob == "expert_intermediate":
-                out[key] = min(v, spec.expert_intermediate)
+            elif knob in ELEMENTWISE:
+                out[key] = _capped(v, getattr(spec, ELEMENTWISE[knob]))
             elif knob == "vocab" and ctx.vocab is not None:
                 out[key] = ctx.vocab
             elif knob == "positions":
@@ -257,9 +287,17 @@ def _knob_values(full: dict[str, Any], recipe: Recipe, ctx: _Context) -> dict[st
                 ),
             )
     for key, cap in recipe.cap.items():
-        if _is_int(full.get(key)):
-            out[key] = min(full[key], cap)
+        if _is_int(full.get(key)) or _is_int_list(full.get(key)):
+            out[key] = _capped(full[key], cap)
     return out
+
+
+def _is_int_list(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(_is_int(x) for x in value)
+
+
+def _capped(value: int | list[int], cap: int) -> int | list[int]:
+    return [min(x, cap) for x in value] if isinstance(value, list) else min(value, cap)
 
 
 def _shrink_rope(merged: dict[str, Any], overrides: dict[str, Any]) -> None:

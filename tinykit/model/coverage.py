@@ -1,7 +1,10 @@
-"""coverage: build and verify every text model type of the installed transformers.
+"""coverage: build and verify every model type of the installed transformers.
 
-A model type counts when transformers maps it to a causal LM, masked LM or seq2seq LM class;
-each is built from its bare model_type (class defaults, no network) and verified.
+By default the text types: those transformers maps to a causal LM, masked LM or seq2seq LM class.
+`all_model_types()` adds every other type with a model class, grouped (vision, audio, video,
+multimodal) by the task tables transformers lists it in. Each is built from its bare model_type
+(class defaults, no network) with the class of its group, and verified on inputs of its modality
+(see model/inputs.py); the verification holds it to its size budget (model/size.py).
 """
 
 from __future__ import annotations
@@ -31,6 +34,64 @@ class CoverageRow:
     seconds: float
     upstream: bool = False
     """The failure is transformers' own: its default config of this type does not build."""
+    weight_bytes: int = 0
+
+
+GROUPS = ("text", "vision", "audio", "video", "multimodal")
+# Task tables (MODEL_FOR_<name>_MAPPING_NAMES) that put a type in a group, tried in this order;
+# within a group the first table with the type gives the class it is built with.
+GROUP_TABLES = {
+    "multimodal": (
+        "IMAGE_TEXT_TO_TEXT",
+        "MULTIMODAL_LM",
+        "VISUAL_QUESTION_ANSWERING",
+        "DOCUMENT_QUESTION_ANSWERING",
+        "ZERO_SHOT_IMAGE_CLASSIFICATION",
+        "ZERO_SHOT_OBJECT_DETECTION",
+        "RETRIEVAL",
+        "TEXT_RECOGNITION",
+    ),
+    "video": ("VIDEO_CLASSIFICATION",),
+    "audio": (
+        "SPEECH_SEQ_2_SEQ",
+        "CTC",
+        "AUDIO_CLASSIFICATION",
+        "AUDIO_FRAME_CLASSIFICATION",
+        "AUDIO_XVECTOR",
+        "TEXT_TO_SPECTROGRAM",
+        "TEXT_TO_WAVEFORM",
+        "RNNT",
+        "TDT",
+    ),
+    "vision": (
+        "IMAGE_CLASSIFICATION",
+        "IMAGE",
+        "BACKBONE",
+        "DEPTH_ESTIMATION",
+        "SEMANTIC_SEGMENTATION",
+        "IMAGE_SEGMENTATION",
+        "INSTANCE_SEGMENTATION",
+        "UNIVERSAL_SEGMENTATION",
+        "OBJECT_DETECTION",
+        "KEYPOINT_DETECTION",
+        "KEYPOINT_MATCHING",
+        "MASK_GENERATION",
+        "MASKED_IMAGE_MODELING",
+        "IMAGE_TO_IMAGE",
+        "POSE_ESTIMATION",
+        "NORMAL_ESTIMATION",
+        "POINTMAP_ESTIMATION",
+        "IMAGE_MATTING",
+        "CAUSAL_IMAGE_MODELING",
+        "TABLE_RECOGNITION",
+    ),
+}
+# Types only in the base-model table are grouped by what their default config describes.
+CONFIG_HINTS = (
+    ("video", ("num_frames", "tubelet_size")),
+    ("audio", ("num_mel_bins", "sampling_rate", "conv_dim", "feature_size")),
+    ("vision", ("image_size", "num_channels", "patch_size")),
+)
 
 
 def text_model_types() -> list[str]:
@@ -42,8 +103,59 @@ def text_model_types() -> list[str]:
     return sorted(found)
 
 
-def sweep(model_types: list[str] | None = None, **spec: Any) -> Iterator[CoverageRow]:
-    """Build + verify each model type, yielding one row each; a failure is recorded, never raised."""
+def _table(name: str) -> dict[str, Any]:
+    from transformers.models.auto import modeling_auto
+
+    return getattr(modeling_auto, f"MODEL_FOR_{name}_MAPPING_NAMES", {})
+
+
+def all_model_types() -> dict[str, tuple[str, str]]:
+    """Every model type with a model class: type -> (group, class name it is built with)."""
+    from transformers.models.auto import modeling_auto
+
+    text = set(text_model_types())
+    out: dict[str, tuple[str, str]] = {}
+    for group, tables in GROUP_TABLES.items():
+        for table in tables:
+            for model_type, name in _table(table).items():
+                if model_type not in out and isinstance(name, str):
+                    out[model_type] = (group, name)
+    for model_type in text:  # the text sweep's own class choice (model_class) applies
+        out.setdefault(model_type, ("text", ""))
+    for model_type, name in modeling_auto.MODEL_MAPPING_NAMES.items():
+        if model_type not in out and isinstance(name, str):
+            out[model_type] = (_group_from_config(model_type), name)
+    return dict(sorted(out.items()))
+
+
+def _group_from_config(model_type: str) -> str:
+    from transformers import CONFIG_MAPPING
+
+    try:
+        config = CONFIG_MAPPING[model_type]().to_dict()
+    except Exception:  # a default that does not construct is reported by the sweep itself
+        return "text"
+    subs = {k for k, v in config.items() if isinstance(v, dict) and "model_type" in v}
+    if any(k.startswith(("vision", "audio", "image", "speech")) for k in subs) and (
+        "vocab_size" in config or any(k.startswith("text") for k in subs)
+    ):
+        return "multimodal"
+    for group, keys in CONFIG_HINTS:
+        if any(k in config for k in keys):
+            return group
+    return "text"
+
+
+def sweep(
+    model_types: list[str] | None = None,
+    classes: dict[str, str] | None = None,
+    **spec: Any,
+) -> Iterator[CoverageRow]:
+    """Build + verify each model type, yielding one row each; a failure is recorded, never raised.
+
+    `classes` names the transformers class to build a type with (its group's, from
+    `all_model_types`); a type without one gets make-tiny's own choice.
+    """
     from tinykit.model.build import build
     from tinykit.model.verify import verify
 
@@ -57,25 +169,47 @@ def sweep(model_types: list[str] | None = None, **spec: Any) -> Iterator[Coverag
     with tempfile.TemporaryDirectory(prefix="tinykit-coverage-") as tmp:
         for model_type in model_types or text_model_types():
             started = time.perf_counter()
-            ok, reason, params = False, "", 0
-            try:
-                report = verify(build(model_type, Path(tmp) / model_type, **spec).path)
-                ok, reason, params = report.ok, "; ".join(report.problems) or "ok", report.params
+            ok, reason, params, weights = False, "", 0, 0
+            try:  # verify runs here, with its report kept: the build's own check is skipped
+                source = _source_folder(Path(tmp), model_type, (classes or {}).get(model_type))
+                built = build(source, Path(tmp) / model_type, check=False, **spec)
+                report = verify(built.path)
+                ok, reason = report.ok, "; ".join(report.problems) or "ok"
+                params, weights = report.params, report.weight_bytes
             except TinykitError as e:
                 reason = f"{type(e).__name__}: {e}"
             except Exception as e:  # a transformers failure on one type must not stop the sweep
                 reason = f"{type(e).__name__}: {str(e)[:300]}"
-            upstream = not ok and _default_is_broken(model_type)
+            upstream = False
+            if not ok:
+                error = upstream_error(model_type, (classes or {}).get(model_type))
+                upstream = _is_upstream(reason, error)
+                if upstream:
+                    reason = f"{reason} [transformers at full size: {error}]"
             yield CoverageRow(
-                model_type, ok, reason, params, time.perf_counter() - started, upstream
+                model_type, ok, reason, params, time.perf_counter() - started, upstream, weights
             )
 
 
-def _default_is_broken(model_type: str) -> bool:
-    """Whether transformers cannot build this type from its own default config, at full size on the
-    meta device, with the class make-tiny picks: then no shrink can work, and the sweep reports
-    the type apart."""
+def _source_folder(tmp: Path, model_type: str, class_name: str | None) -> str | Path:
+    """A bare model_type, or a folder whose config.json names the class to build it with."""
+    if not class_name:
+        return model_type
+    import json
+
+    folder = tmp / f"source-{model_type}"
+    folder.mkdir(exist_ok=True)
+    config = {"model_type": model_type, "architectures": [class_name]}
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+def upstream_error(model_type: str, class_name: str | None = None) -> str | None:
+    """transformers' own failure on this type's default config at full size, on the meta device,
+    with the class the sweep builds: construction, then (for token-id models) a forward pass.
+    None when transformers' defaults build and run: then a failure is tinykit's."""
     import torch
+    import transformers
 
     from tinykit.model.build import config_for, model_class
     from tinykit.model.config import load_config
@@ -83,11 +217,27 @@ def _default_is_broken(model_type: str) -> bool:
 
     try:
         config = load_config({"model_type": model_type})
-        cls = model_class(
+        cls = getattr(transformers, class_name or "", None) or model_class(
             Source("model_type", model_type, None, {"model_type": model_type}, ""), config, False
         )
         with torch.device("meta"):
-            cls._from_config(config_for(cls, config))
-    except Exception:  # any failure of transformers' own defaults
+            model = cls._from_config(config_for(cls, config))
+    except Exception as e:  # any failure of transformers' own defaults
+        return f"{type(e).__name__}: {str(e)[:200]}"
+    if model.main_input_name != "input_ids":
+        return None
+    try:
+        with torch.device("meta"):
+            model(input_ids=torch.zeros(1, 8, dtype=torch.long))
+    except Exception as e:  # the full-size default fails where the tiny one did, or elsewhere
+        return f"forward: {type(e).__name__}: {str(e)[:200]}"
+    return None
+
+
+def _is_upstream(reason: str, error: str | None) -> bool:
+    """Set apart only when transformers fails at full size: to build, or in the same way."""
+    if error is None:
+        return False
+    if not error.startswith("forward: "):
         return True
-    return False
+    return error.removeprefix("forward: ")[:60] in reason

@@ -72,8 +72,9 @@ def plan_layers(
     each block type, at least 2), or a tuple of source indexes, kept exactly (`slice`).
     """
     depth = node[depth_key]
-    lists = _per_layer_lists(node, depth)
     index_lists = _present(node, layer_fields["index_lists"], list)
+    # an index list as long as the stack (LFM2's full_attn_idxs = every layer) is no per-layer list
+    lists = [k for k in _per_layer_lists(node, depth) if k not in index_lists]
     prefixes = _present(node, layer_fields["prefix_counts"], int)
     suffixes = _present(node, layer_fields["suffix_counts"], int)
     periods = [

@@ -27,6 +27,8 @@ class VerifyReport:
     model_class: str = ""
     params: int = 0
     bytes: int = 0
+    weight_bytes: int = 0
+    """Bytes of the parameters, held to the size budget of a tiny model (see model/size.py)."""
     loss: float | None = None
     grads: str = ""
     generated: bool | None = None
@@ -81,6 +83,7 @@ def verify(path: str | Path, *, raise_on_failure: bool = False) -> VerifyReport:
         hf_logging.set_verbosity(verbosity)
     report.params = sum(p.numel() for p in model.parameters())
     report.block_types = block_types(model)
+    _size(model, folder, report)
     generator = torch.Generator().manual_seed(0)
     inputs, labels = make_inputs(model, generator)
     stage("checks: forward + backward, generate, reload, tokenizer")
@@ -99,9 +102,23 @@ def _first_line(e: BaseException) -> str:
     return next((line.strip() for line in str(e).splitlines() if line.strip()), "no message")[:300]
 
 
+def _size(model: Any, folder: Path, report: VerifyReport) -> None:
+    """Dimensions the build spec does not explain, and weights over the budget, are problems."""
+    from tinykit.model.provenance import read_manifest
+    from tinykit.model.size import size_problems, weight_bytes
+    from tinykit.model.spec import ShrinkSpec
+
+    manifest = read_manifest(folder) or {}
+    spec = ShrinkSpec.from_kwargs(**manifest.get("spec", {}))
+    report.weight_bytes = weight_bytes(model)
+    report.problems += size_problems(model, spec)
+
+
 def make_inputs(model: Any, generator: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """Random inputs shaped from the config: token ids, pixels or audio features, plus labels."""
     import torch
+
+    from tinykit.model.inputs import image_token, image_token_ids, media_inputs
 
     config = model.config
     params = inspect.signature(model.forward).parameters
@@ -110,19 +127,13 @@ def make_inputs(model: Any, generator: Any) -> tuple[dict[str, Any], dict[str, A
     ids = torch.randint(0, vocab, (BATCH, SEQ), generator=generator)
     inputs: dict[str, Any] = {}
     main = model.main_input_name
-    vision = getattr(config, "vision_config", None) or config
-    has_image_tokens = any(k in config.to_dict() for k in ("image_token_id", "image_token_index"))
-    if main == "input_features":
-        frames = 2 * getattr(config, "max_source_positions", 8)
-        inputs[main] = torch.randn(BATCH, config.num_mel_bins, frames, generator=generator)
-    elif main == "pixel_values" or (
-        "pixel_values" in params
-        and not has_image_tokens
-        and isinstance(getattr(vision, "image_size", None), int)
-    ):
-        size, channels = vision.image_size, getattr(vision, "num_channels", 3)
-        inputs["pixel_values"] = torch.randn(BATCH, channels, size, size, generator=generator)
+    media, _ = media_inputs(model, generator, BATCH)  # pixels, frames or audio, via the processor
+    inputs.update(media)
     if "input_ids" in params and main != "input_features":
+        if media and "pixel_values" in media:  # one image token per feature of the vision tower
+            ids = image_token_ids(model, media, ids)
+            if "mm_token_type_ids" in params:  # M-RoPE models mark which positions are image
+                inputs["mm_token_type_ids"] = (ids == image_token(config)).long()
         inputs["input_ids"] = ids
     labels: dict[str, Any] = {}
     if "return_loss" in params:
@@ -184,8 +195,8 @@ def _generate(model: Any, inputs: dict, report: VerifyReport) -> None:
         import torch
 
         # half the sequence as the prompt: prompt + new tokens stay within the trained length
-        prompt = {
-            k: v[:, : SEQ // 2] if k == "input_ids" else v
+        prompt = {  # image tokens stay in front of the prompt
+            k: v[:, : v.shape[1] - SEQ // 2] if k in ("input_ids", "mm_token_type_ids") else v
             for k, v in inputs.items()
             if not k.startswith("decoder_")
         }
@@ -240,7 +251,8 @@ def _tokenizer(model: Any, folder: Path, inputs: dict, report: VerifyReport) -> 
     ]
     try:
         with torch.no_grad():
-            logits = _first_tensor(model(**{**inputs, "input_ids": ids.repeat(BATCH, 1)}))
+            text_only = {k: v for k, v in inputs.items() if not _is_image_input(model, k)}
+            logits = _first_tensor(model(**{**text_only, "input_ids": ids.repeat(BATCH, 1)}))
         report.tokenizer["forward"] = {
             "tokens": ids.shape[1],
             "finite": bool(torch.isfinite(logits).all()),
@@ -249,6 +261,13 @@ def _tokenizer(model: Any, folder: Path, inputs: dict, report: VerifyReport) -> 
         report.problems.append(
             f"forward pass on the tokenizer's encoding of the probe failed: {type(e).__name__}: {e}"
         )
+
+
+def _is_image_input(model: Any, key: str) -> bool:
+    """Pixels that go with image tokens: a text of the tokenizer's alone holds none."""
+    from tinykit.model.inputs import image_token
+
+    return image_token(model.config) is not None and key.startswith(("pixel_", "image_"))
 
 
 def block_types(model: Any) -> dict[str, list[str]]:

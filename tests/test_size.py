@@ -1,0 +1,106 @@
+"""Size leaks: a dimension no shrink knob explains is found, traced to its config key, and refused."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tinykit.model.config import shrink_config
+from tinykit.model.coverage import sweep
+from tinykit.model.size import MULTIMODAL_BUDGET, TEXT_BUDGET, budget, find_leaks
+from tinykit.model.spec import ShrinkSpec
+
+LEAK_RECIPE = 'model_types = ["gpt2"]\n\n[set]\nn_positions = 4096\n'
+
+
+def tinykit(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "tinykit", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+
+
+def _built(model_type: str, meta: bool = True, **overrides):
+    import torch
+    import transformers
+
+    config = shrink_config({"model_type": model_type}, ShrinkSpec()).config
+    for key, value in overrides.items():
+        setattr(config, key, value)
+    cls = getattr(
+        transformers, transformers.models.auto.modeling_auto.MODEL_MAPPING_NAMES[model_type]
+    )
+    with torch.device("meta" if meta else "cpu"):
+        return cls._from_config(config)
+
+
+def test_an_unshrunk_table_is_traced_to_its_config_key():
+    # LUKE's entity vocabulary was left at 500k rows before the generic vocabulary capped it
+    model = _built("luke", meta=False, entity_vocab_size=5000)
+    leaks = find_leaks(model)
+    assert [leak.dim for leak in leaks] == [5000]
+    assert "entity_vocab_size=5000" in leaks[0].keys
+    assert "entity_embeddings" in leaks[0].parameter
+    assert find_leaks(_built("luke")) == []  # the shipped recipes shrink it
+
+
+def test_sizes_the_spec_explains_are_no_leak():
+    # vocab + a few special rows, position tables with offsets, 4x MLPs: all within the knobs
+    for model_type in ("opt", "bart", "moshi", "granite_speech", "qwen3_moe"):
+        assert find_leaks(_built(model_type)) == [], model_type
+
+
+def test_budget_is_larger_for_models_that_read_pixels_or_audio():
+    assert budget(_built("llama")) == TEXT_BUDGET
+    assert budget(_built("llava")) == budget(_built("whisper")) == MULTIMODAL_BUDGET
+
+
+def test_an_index_list_as_long_as_the_stack_does_not_keep_every_layer():
+    # LFM2's default full_attn_idxs names all 32 layers: one block type, so two layers kept
+    assert shrink_config({"model_type": "lfm2"}, ShrinkSpec()).plans["."].kept == (0, 1)
+
+
+def test_make_tiny_writes_nothing_when_the_check_fails_and_verify_names_the_key(tmp_path):
+    recipe = tmp_path / "leak.toml"
+    recipe.write_text(LEAK_RECIPE)
+    out = tmp_path / "tiny-gpt2"
+    refused = tinykit("make-tiny", "gpt2", "-o", out, "--recipe", recipe)
+    assert refused.returncode == 1, refused.stderr
+    assert "n_positions=4096" in refused.stderr and "--no-check" in refused.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["leak.toml"]  # no folder, no temp
+
+    written = tinykit("make-tiny", "gpt2", "-o", out, "--recipe", recipe, "--no-check")
+    assert written.returncode == 0, written.stderr
+    checked = tinykit("verify", out, "--json")
+    assert checked.returncode == 1
+    problems = json.loads(checked.stdout)["problems"]
+    assert any("size leak" in p and "n_positions=4096" in p for p in problems), problems
+
+
+# One type from each group of leaks the generic vocabulary fixed; the whole sweep is slow below.
+SAMPLED = ["luke", "roc_bert", "gemma3n_text", "nemotron_h", "xlnet", "recurrent_gemma"]
+
+
+def test_sampled_text_types_pass_within_the_budget():
+    rows = list(sweep(SAMPLED))
+    assert [(r.model_type, r.reason) for r in rows if not r.ok] == []
+    assert all(0 < r.weight_bytes <= TEXT_BUDGET for r in rows), [
+        (r.model_type, r.weight_bytes) for r in rows
+    ]
+
+
+@pytest.mark.tinykit_slow  # the plugin skips it unless TINYKIT_RUN_SLOW=1; about 20 minutes
+def test_whole_text_sweep_passes_98_percent_of_buildable_types():
+    rows = list(sweep())
+    buildable = [r for r in rows if not r.upstream]
+    passed = [r for r in buildable if r.ok]
+    assert len(passed) >= 0.98 * len(buildable), [
+        (r.model_type, r.reason) for r in buildable if not r.ok
+    ]

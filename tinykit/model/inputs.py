@@ -1,0 +1,208 @@
+"""Inputs of a model's non-text towers: pixels, video frames, audio, built through the type's own
+processor where transformers has one, shrunk to the tiny tower's geometry.
+
+A processor made for the full-size model (224-pixel images, 30-second mel windows) does not fit a
+tiny one, so its size settings are replaced by the tiny config's (image size, patch and merge
+sizes, mel bins, frames). Where transformers has no processor for the type, or the processor does
+not accept the tiny geometry, random tensors of the shape the config names are used instead.
+Image-text models get as many image tokens in `input_ids` as their vision tower yields features.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterator
+from typing import Any
+
+SAMPLES = 16_000
+"""Audio length of a waveform input: one second at 16 kHz, longer than any conv front end's field."""
+
+
+def media_inputs(model: Any, generator: Any, batch: int) -> tuple[dict[str, Any], str]:
+    """The non-text inputs `model.forward` reads, and how they were made ('processor X' or 'random')."""
+    params = set(inspect.signature(model.forward).parameters)
+    main = model.main_input_name
+    config = model.config
+    if main == "input_values" or ("input_values" in params and "input_ids" not in params):
+        return _waveform(config, params, generator, batch)
+    if main == "input_features":
+        return _features(config, params, generator, batch)
+    vision = getattr(config, "vision_config", None) or config
+    if "pixel_values_videos" in params and "pixel_values" not in params:
+        return _video(config, vision, "pixel_values_videos", params, generator, batch)
+    if "pixel_values" in params and _is_int(getattr(vision, "num_frames", None)):
+        return _video(config, vision, "pixel_values", params, generator, batch)
+    has_tower = getattr(config, "vision_config", None) is not None  # None: a text-only default
+    if "pixel_values" in params and (
+        main == "pixel_values" or _size(vision) is not None or has_tower
+    ):
+        return _image(config, vision, params, generator, batch)
+    return {}, ""
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _size(vision: Any) -> int | None:
+    size = getattr(vision, "image_size", None)
+    if isinstance(size, list | tuple) and size and _is_int(size[0]):
+        return size[0]
+    return size if _is_int(size) else None
+
+
+def image_token(config: Any) -> int | None:
+    for key in ("image_token_id", "image_token_index"):
+        value = getattr(config, key, None)
+        if _is_int(value):
+            return value
+    return None
+
+
+def _processors(table_name: str, model_type: str, *geometries: dict[str, Any]) -> Iterator[Any]:
+    """The type's processor from transformers' auto table, built for each tiny geometry in turn
+    (processors name sizes differently: height/width, a pixel budget, patch and merge sizes)."""
+    import transformers
+    from transformers.models.auto import (
+        feature_extraction_auto,
+        image_processing_auto,
+        video_processing_auto,
+    )
+
+    table = {
+        "image": image_processing_auto.IMAGE_PROCESSOR_MAPPING_NAMES,
+        "video": video_processing_auto.VIDEO_PROCESSOR_MAPPING_NAMES,
+        "audio": feature_extraction_auto.FEATURE_EXTRACTOR_MAPPING_NAMES,
+    }[table_name]
+    names = table.get(model_type)
+    if isinstance(names, dict):
+        names = [names.get("torchvision"), names.get("pil")]
+    classes = [
+        getattr(transformers, n, None)
+        for n in (names if isinstance(names, list | tuple) else [names])
+        if n
+    ]
+    for cls in [c for c in classes if c is not None][:1]:
+        for geometry in [*geometries, {}]:
+            try:
+                yield cls(**{k: v for k, v in geometry.items() if v is not None})
+            except Exception:  # a processor that rejects a tiny setting: try the next one
+                continue
+
+
+def _keep(out: Any, params: set[str]) -> dict[str, Any]:
+    return {k: v for k, v in out.items() if k in params and k != "input_ids"}
+
+
+def _image(config, vision, params, generator, batch) -> tuple[dict[str, Any], str]:
+    import numpy as np
+    import torch
+
+    size = _size(vision) or 32
+    channels = getattr(vision, "num_channels", 3) or 3
+    square = {"height": size, "width": size}
+    patch = getattr(vision, "patch_size", None)
+    merge = getattr(vision, "spatial_merge_size", None)
+    patch = patch if _is_int(patch) else None
+    merge = merge if _is_int(merge) else None
+    step = (patch or 8) * (merge or 1)  # pixels per image token of patch-merging towers
+    pixels_budget = {"shortest_edge": step * step, "longest_edge": 4 * step * step}
+    geometries = (
+        {"size": square, "crop_size": square, "patch_size": patch, "merge_size": merge},
+        {"size": pixels_budget, "patch_size": patch, "merge_size": merge},
+        {"patch_size": patch, "merge_size": merge},
+    )
+    inputs: dict[str, Any] = {}
+    how = "random"
+    rng = np.random.default_rng(int(torch.randint(0, 2**31, (1,), generator=generator)))
+    images = [rng.integers(0, 256, (size, size, 3), dtype=np.uint8) for _ in range(batch)]
+    for processor in _processors("image", config.model_type, *geometries) if channels == 3 else ():
+        try:
+            out = _keep(processor(images=images, return_tensors="pt"), params)
+        except Exception:  # this geometry does not suit the processor: try the next one
+            continue
+        pixels = out.get("pixel_values")
+        if pixels is not None and (pixels.dim() < 4 or pixels.shape[-1] == size):
+            inputs, how = out, f"processor {type(processor).__name__}"
+            break
+    if not inputs:
+        inputs["pixel_values"] = torch.randn(batch, channels, size, size, generator=generator)
+    return inputs, how
+
+
+def _video(config, vision, key, params, generator, batch) -> tuple[dict[str, Any], str]:
+    import torch
+
+    size = _size(vision) or 32
+    frames = getattr(vision, "num_frames", None) or 4
+    channels = getattr(vision, "num_channels", 3) or 3
+    return {key: torch.randn(batch, frames, channels, size, size, generator=generator)}, "random"
+
+
+def _waveform(config, params, generator, batch) -> tuple[dict[str, Any], str]:
+    import torch
+
+    audio = torch.randn(batch, SAMPLES, generator=generator)
+    for processor in _processors("audio", config.model_type):
+        try:
+            out = processor(
+                [a.numpy() for a in audio],
+                sampling_rate=getattr(processor, "sampling_rate", SAMPLES),
+                return_tensors="pt",
+            )
+            inputs = _keep(out, params)
+            if "input_values" in inputs:
+                return inputs, f"processor {type(processor).__name__}"
+        except Exception:  # the extractor wants another layout: the raw waveform instead
+            pass
+    return {"input_values": audio}, "random"
+
+
+def _features(config, params, generator, batch) -> tuple[dict[str, Any], str]:
+    """Log-mel features: Whisper-style encoders need exactly 2 x max_source_positions frames."""
+    import torch
+
+    bins = getattr(config, "num_mel_bins", None) or getattr(config, "feature_size", None) or 80
+    frames = 2 * getattr(config, "max_source_positions", 8)
+    for processor in _processors("audio", config.model_type, {"feature_size": bins}):
+        hop = getattr(processor, "hop_length", 160)
+        audio = torch.randn(batch, frames * hop, generator=generator)
+        try:
+            out = processor(
+                [a.numpy() for a in audio],
+                sampling_rate=getattr(processor, "sampling_rate", SAMPLES),
+                return_tensors="pt",
+            )
+            features = out["input_features"]
+            if features.dim() == 3 and features.shape[1] == bins:
+                fitted = torch.zeros(batch, bins, frames)
+                take = min(frames, features.shape[-1])
+                fitted[..., :take] = features[..., :take]
+                return {"input_features": fitted}, f"processor {type(processor).__name__}"
+        except Exception:  # the extractor wants other settings: random features instead
+            pass
+    return {"input_features": torch.randn(batch, bins, frames, generator=generator)}, "random"
+
+
+def image_token_ids(model: Any, pixels: dict[str, Any], text: Any) -> Any:
+    """`text` (batch, seq) with as many image tokens in front as the vision tower yields features."""
+    import torch
+
+    token = image_token(model.config)
+    getter = getattr(model, "get_image_features", None)
+    if token is None or getter is None:
+        return text
+    accepted = set(inspect.signature(getter).parameters)
+    with torch.no_grad():
+        features = getter(**{k: v for k, v in pixels.items() if k in accepted})
+    if not isinstance(features, torch.Tensor | list | tuple):  # a ModelOutput
+        pooled = getattr(features, "pooler_output", None)
+        features = pooled if pooled is not None else features.last_hidden_state
+    if isinstance(features, torch.Tensor):
+        count = features.shape[:-1].numel()
+    else:
+        count = sum(f.shape[:-1].numel() for f in features)
+    per_sample = count // text.shape[0]
+    text = text.masked_fill(text == token, 0)  # random text must not hold image tokens itself
+    images = torch.full((text.shape[0], per_sample), token, dtype=text.dtype)
+    return torch.cat([images, text], dim=1)
