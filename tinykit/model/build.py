@@ -124,6 +124,11 @@ def build(
     started = time.perf_counter()
     spec = ShrinkSpec.from_kwargs(**spec_kwargs)
     src = resolve(source, revision, trust_remote_code)
+    if spec.mode == "faithful" and src.folder is None:  # refuse before building anything
+        raise UsageError(
+            f"--mode faithful keeps the source's real tokenizer, and {src.name!r} (a bare model_type) has "
+            f"none. Use a folder or Hub id as the source, or --mode tiny."
+        )
     target = Path(out) if out is not None else Path(f"tiny-{src.short_name}")
     if target.exists() and not force:
         raise UsageError(
@@ -302,11 +307,7 @@ def _copy_processor(src: Source, shrunk: ShrunkConfig, tmp: Path) -> None:
 
 def _copy_tokenizer(src: Source, tmp: Path) -> None:
     """Faithful mode ships the source's real tokenizer and chat template, byte for byte."""
-    if src.folder is None:
-        raise UsageError(
-            f"--mode faithful keeps the source's real tokenizer, and {src.name!r} (a bare model_type) has "
-            f"none. Use a folder or Hub id as the source, or --mode tiny."
-        )
+    assert src.folder is not None  # build() refuses faithful mode on a bare model_type
     for path in sorted(src.folder.iterdir()):
         if (
             path.is_file()
