@@ -44,10 +44,6 @@ class SetupError(TinykitError):
     exit_code = 3
 
 
-class MissingDependencyError(SetupError, ImportError):
-    """An optional package is not installed."""
-
-
 class HubError(SetupError, OSError):
     """A Hugging Face Hub request failed (.repo_id, .revision); the cause is kept."""
 
@@ -82,7 +78,3 @@ class SnapshotMismatch(CheckFailed):
 
 class FixtureDrift(CheckFailed):
     """A built fixture's files differ from fixtures/lock.json."""
-
-
-class TinykitWarning(UserWarning):
-    """Advice that does not stop the run."""

@@ -170,7 +170,7 @@ def _shrink_node(
         if key not in full:
             continue
         overrides[key] = merged[key] = _evaluate(expr, merged, f"{path}{key}")
-    _shrink_rope(merged, overrides)
+    _shrink_rope(merged, overrides, recipe)
     base.update(overrides)
     return {**merged, **overrides}
 
@@ -261,22 +261,14 @@ def _knob_values(full: dict[str, Any], recipe: Recipe, ctx: _Context) -> dict[st
     return out
 
 
-def _shrink_rope(merged: dict[str, Any], overrides: dict[str, Any]) -> None:
+def _shrink_rope(merged: dict[str, Any], overrides: dict[str, Any], recipe: Recipe) -> None:
     """Per-dimension RoPE lists must match the new head_dim; per-layer-type dicts stay keyed."""
     rope = merged.get("rope_parameters") or merged.get("rope_scaling")
     if not isinstance(rope, dict):
         return
-    heads = next(
-        (
-            merged[k]
-            for k in ("num_attention_heads", "n_head", "num_heads")
-            if _is_int(merged.get(k))
-        ),
-        None,
-    )
-    width = next(
-        (merged[k] for k in ("hidden_size", "d_model", "n_embd") if _is_int(merged.get(k))), None
-    )
+    # the node's own head count and width, named as the recipe's [knobs] name them
+    heads = _first_int(merged, recipe.knobs["heads"])
+    width = _first_int(merged, recipe.knobs["width"])
     head_dim = (
         merged.get("head_dim")
         if _is_int(merged.get("head_dim"))
@@ -292,6 +284,10 @@ def _shrink_rope(merged: dict[str, Any], overrides: dict[str, Any]) -> None:
         if isinstance(params.get("mrope_section"), list):
             params["mrope_section"] = _split_like(params["mrope_section"], head_dim // 2)
     overrides["rope_parameters" if "rope_parameters" in merged else "rope_scaling"] = rope
+
+
+def _first_int(node: dict[str, Any], keys: tuple[str, ...]) -> int | None:
+    return next((node[k] for k in keys if _is_int(node.get(k))), None)
 
 
 def _split_like(parts: list[int], total: int) -> list[int]:

@@ -79,11 +79,6 @@ def write(
     (folder / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
 
 
-def read_manifest(folder: Path) -> dict[str, Any] | None:
-    path = folder / MANIFEST
-    return json.loads(path.read_text()) if path.is_file() else None
-
-
 def _card(src: Source, spec: ShrinkSpec, result: BuildResult, command: str) -> str:
     base = f"base_model: {src.name.split('@')[0]}\n" if src.kind == "hub" else ""
     layers = "\n".join(f"- `{path}`: source layers {kept}" for path, kept in result.layers.items())

@@ -22,7 +22,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-REPO_TYPES = ("model", "dataset", "space")
 URL_PREFIX = {"model": "", "dataset": "datasets/", "space": "spaces/"}
 
 # The Hub stores these as LFS objects (the default `.gitattributes` of a new Hub repo), and so
