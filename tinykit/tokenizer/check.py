@@ -52,7 +52,7 @@ def check_tokenizer(folder: Path, model_dir: Path | None = None) -> dict:
         )
     problems: list[str] = []
     tok = AutoTokenizer.from_pretrained(folder)
-    tj = json.loads(tok._tokenizer.to_str())
+    tj = json.loads(tok.backend_tokenizer.to_str())
     size = len(tok)
     kind = tjson.tokenizer_kind(tj)
     max_id = max(tok.get_vocab().values())

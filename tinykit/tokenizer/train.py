@@ -32,6 +32,15 @@ CORPUS = (
 # Model types whose AutoTokenizer entry is None, generic, or a class that cannot be trained from
 # nothing: train a Llama-style byte-fallback BPE, the most common layout for decoder-only models.
 _DEFAULT_CLASS = "LlamaTokenizer"
+# Vocab files without tokenizer.json whose tokenizer_config.json names no class: the file that
+# marks the layout and the class that reads it, first match wins ("*.model" is any other
+# SentencePiece model file).
+FALLBACK_CLASSES = (
+    ("spiece.model", "T5Tokenizer"),
+    ("*.model", "LlamaTokenizer"),
+    ("vocab.txt", "BertTokenizer"),
+    ("merges.txt", "GPT2Tokenizer"),
+)
 _GENERIC = {None, "TokenizersBackend", "PreTrainedTokenizerFast"}
 
 
@@ -119,12 +128,12 @@ def _train(tok, vocab: int, extra_corpus) -> dict:
     corpus = list(CORPUS) + [
         " ".join(extra_corpus[i : i + 64]) for i in range(0, len(extra_corpus), 64)
     ]
-    base = json.loads(tok._tokenizer.to_str())
+    base = json.loads(tok.backend_tokenizer.to_str())
     needs_bytes = base["model"].get("type") == "BPE" and base["model"].get("byte_fallback")
     budget = vocab - (len(BYTE_FALLBACK_PIECES) if needs_bytes else 0)
     trained = tok.train_new_from_iterator(corpus, vocab_size=max(budget, 32), show_progress=False)
-    tj = json.loads(trained._tokenizer.to_str())
-    tj = canonical(tj, trained._tokenizer, corpus)
+    tj = json.loads(trained.backend_tokenizer.to_str())
+    tj = canonical(tj, trained.backend_tokenizer, corpus)
     if needs_bytes:
         tj = append_model_tokens(
             tj, [p for p in BYTE_FALLBACK_PIECES if p not in tj["model"]["vocab"]]
