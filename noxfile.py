@@ -29,7 +29,8 @@ LINTED = ("tinykit", "tests", "benchmarks")
 @nox.session
 def lint(session: nox.Session) -> None:
     """ruff check, ruff format --check and mypy, as configured in pyproject.toml."""
-    _install(session, "ruff", "mypy")  # mypy reads the installed packages' own type hints
+    session.install(TORCH)  # mypy reads the installed packages' own type hints
+    session.install("-e", ".[test,lint]")
     session.run("ruff", "check", *LINTED)
     session.run("ruff", "format", "--check", *LINTED)
     session.run("mypy", "tinykit")
