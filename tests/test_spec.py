@@ -45,7 +45,7 @@ def test_unknown_option_is_a_usage_error():
 @st.composite
 def specs(draw):
     heads = draw(st.sampled_from([1, 2, 4, 8]))
-    hidden = heads * 2 * draw(st.integers(1, 8))
+    hidden = heads * 2 * draw(st.integers(max(1, 4 // heads), 8))  # within bounds: hidden >= 8
     experts = draw(st.integers(2, 6))
     return dict(
         hidden=hidden,
@@ -64,8 +64,10 @@ def specs(draw):
     )
 
 
-# The property holds vacuously if every example fails cleanly: most drawn specs must build.
-MIN_BUILT_SHARE = 0.5
+# The property holds vacuously if every example fails cleanly, so a share of them must build.
+# Clean failures are expected too: a hybrid source at --layers 1, a vocab below the tokenizer's
+# alphabet.
+MIN_BUILT_SHARE = 0.25
 
 
 def test_any_spec_within_bounds_builds_a_working_model_or_fails_cleanly(tmp_path_factory):
