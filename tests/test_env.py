@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import site
 import subprocess
 import sys
 from pathlib import Path
@@ -238,10 +239,17 @@ def test_diff_of_two_venvs_names_the_transformers_version_first(tmp_path):
     bundles = []
     for name, pin in (("same", None), ("other", other)):
         venv = tmp_path / name
-        subprocess.run(
-            [sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True
-        )
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
         python = venv / "bin" / "python"
+        # See this interpreter's packages (a venv's too, which --system-site-packages would skip)
+        # behind the new venv's own, so a pin installed there wins.
+        child_site = subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        Path(child_site, "tinykit-base.pth").write_text("\n".join(site.getsitepackages()) + "\n")
         if pin:
             subprocess.run(
                 [str(python), "-m", "pip", "install", "-q", "--no-deps", f"transformers=={pin}"],
