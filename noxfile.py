@@ -29,8 +29,7 @@ LINTED = ("tinykit", "tests", "benchmarks")
 @nox.session
 def lint(session: nox.Session) -> None:
     """ruff check, ruff format --check and mypy, as configured in pyproject.toml."""
-    session.install(TORCH)  # mypy reads the installed packages' own type hints
-    session.install("-e", ".[test,lint]")
+    _install(session)  # ruff and mypy come with the test extra; mypy reads installed packages' hints
     session.run("ruff", "check", *LINTED)
     session.run("ruff", "format", "--check", *LINTED)
     session.run("mypy", "tinykit")
