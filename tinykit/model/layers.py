@@ -62,7 +62,7 @@ def _period(kind: str, i: int, p: int) -> bool:
 def plan_layers(
     node: dict[str, Any],
     depth_key: str,
-    layer_fields: dict[str, tuple[str, ...]],
+    layer_fields: dict[str, tuple[Any, ...]],
     layers: int | str,
     where: str,
 ) -> LayerPlan:
@@ -72,7 +72,7 @@ def plan_layers(
     index_lists = _present(node, layer_fields["index_lists"], list)
     prefixes = _present(node, layer_fields["prefix_counts"], int)
     suffixes = _present(node, layer_fields["suffix_counts"], int)
-    periods = [
+    periods: list[tuple[str, Any]] = [  # (kind, key), or ("offset", (period key, offset key))
         (kind, k)
         for kind in ("periods_end", "periods_start")
         for k in _present(node, layer_fields[kind], int)

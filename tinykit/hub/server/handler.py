@@ -26,11 +26,11 @@ class _Route:
     """What a URL path names; filled in by `HubHandler._route`."""
 
     kind = "other"
-    repo_type: str | None = None
-    repo_id: str | None = None
-    revision: str | None = None
-    filename: str | None = None
-    action: str | None = None
+    repo_type = ""
+    repo_id = ""
+    revision = ""  # "" where the URL names none: the handlers read it as "main"
+    filename = ""
+    action = ""
     tree_path = ""
     oid = ""  # LFS object id, for /_lfs/ upload and verify
 
@@ -58,7 +58,7 @@ class HubHandler(BaseHTTPRequestHandler):
         route = self._r = self._route(segments)
         try:
             fault = self.hub.faults.apply(self.command, unquote(url.path))
-            if fault is not None:
+            if fault is not None and fault.status is not None:  # apply() returns failing ones only
                 self._error(fault.status, fault.error_code, f"injected fault for {url.path}")
             else:
                 self._handle(route)
@@ -90,10 +90,10 @@ class HubHandler(BaseHTTPRequestHandler):
                 self.path,
                 status,
                 r.kind,
-                r.repo_type,
-                r.repo_id,
-                r.revision,
-                r.filename,
+                r.repo_type or None,  # the log says None for what the URL does not name
+                r.repo_id or None,
+                r.revision or None,
+                r.filename or None,
                 self.headers.get("Range"),
             )
         )
@@ -124,7 +124,7 @@ class HubHandler(BaseHTTPRequestHandler):
         if seg[:1] == ["api"] and len(seg) >= 4 and seg[1] in _PLURAL:
             r.kind, r.repo_type, r.repo_id = "api", _PLURAL[seg[1]], f"{seg[2]}/{seg[3]}"
             r.action = seg[4] if len(seg) > 4 else "info"
-            r.revision = seg[5] if len(seg) > 5 else ("main" if r.action == "info" else None)
+            r.revision = seg[5] if len(seg) > 5 else ("main" if r.action == "info" else "")
             if r.action == "tree":
                 r.tree_path = "/".join(seg[6:]).strip("/")
             return r
@@ -132,7 +132,7 @@ class HubHandler(BaseHTTPRequestHandler):
             r.kind, r.action = "api", "/".join(seg[1:])
             return r
         if seg[:1] == ["_cdn"] and len(seg) >= 6:  # /_cdn/{type}s/{org}/{name}/{sha}/{path}
-            r.kind, r.repo_type, r.repo_id = "cdn", _PLURAL.get(seg[1]), f"{seg[2]}/{seg[3]}"
+            r.kind, r.repo_type, r.repo_id = "cdn", _PLURAL.get(seg[1], ""), f"{seg[2]}/{seg[3]}"
             r.revision, r.filename = seg[4], "/".join(seg[5:])
             return r
         if seg[:1] == ["_lfs"] and len(seg) == 3:  # /_lfs/{upload|verify}/{oid}
