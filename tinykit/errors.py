@@ -33,6 +33,10 @@ class UsageError(TinykitError, ValueError):
 class ShrinkConstraintError(UsageError):
     """A requested size breaks an architecture invariant (.field, .value, .constraint)."""
 
+    field: str
+    value: object
+    constraint: str
+
 
 class UnsupportedModelError(UsageError):
     """The source cannot be shrunk by tinykit (remote code, unknown model_type, no model class)."""
@@ -70,6 +74,9 @@ class NondeterminismError(CheckFailed):
 
 class DistributedTestFailed(CheckFailed):
     """One or more ranks failed or timed out (.per_rank, .timed_out)."""
+
+    per_rank: list[dict]
+    timed_out: bool
 
 
 class SnapshotMismatch(CheckFailed):

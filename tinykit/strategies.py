@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
-from typing import Any
+from typing import Any, Literal
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -50,7 +50,7 @@ _INT_BOUNDS = {
     "uint32": (0, 2**32 - 1),
     "uint64": (0, 2**64 - 1),
 }
-_FLOAT_WIDTHS = {"float16": 16, "float32": 32, "float64": 64}
+_FLOAT_WIDTHS: dict[str, Literal[16, 32, 64]] = {"float16": 16, "float32": 32, "float64": 64}
 
 
 def dataset_rows(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from typing import Any
 
 from tinykit.cli import emit
 
@@ -36,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     passed = sum(r.ok for r in rows)
     upstream = [r.model_type for r in rows if r.upstream]
     buildable = len(rows) - len(upstream)
-    summary = {
+    summary: dict[str, Any] = {
         "passed": passed,
         "total": len(rows),
         "rate": round(passed / max(1, len(rows)), 4),

@@ -56,15 +56,14 @@ def _token_text(value) -> str | None:
 
 def _named_special_tokens(config: dict) -> set[str]:
     """Special tokens a tokenizer_config.json / special_tokens_map.json names."""
-    named: set[str] = set()
+    named: set[str | None] = set()
     for key, value in config.items():
         if key.endswith("_token"):
             named.add(_token_text(value))
         elif key in ("additional_special_tokens", "extra_special_tokens"):
             values = value.values() if isinstance(value, dict) else value or []
             named.update(_token_text(v) for v in values)
-    named.discard(None)
-    return named
+    return {t for t in named if t is not None}
 
 
 def chat_templates(folder: Path | None, config: dict) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Sequence
 
 from tinykit.errors import UnsupportedModelError
 from tinykit.tokenizer.edit import BYTE_FALLBACK_PIECES, _remap_processor
@@ -57,7 +58,7 @@ def class_for_model_type(model_type: str) -> str:
     name = TOKENIZER_MAPPING_NAMES.get(model_type)
     if isinstance(name, (tuple, list)):
         name = next((n for n in name if n), None)
-    if name not in _GENERIC and _trainable(name):
+    if name is not None and name not in _GENERIC and _trainable(name):
         return name
     if model_type in _text_model_types():
         return _DEFAULT_CLASS
@@ -111,7 +112,7 @@ def tokenizer_class(name: str):
     )
 
 
-def train_json(class_name: str, vocab: int, extra_corpus: list[str] = ()) -> dict:
+def train_json(class_name: str, vocab: int, extra_corpus: Sequence[str] = ()) -> dict:
     """A tokenizer.json trained from scratch for `class_name`, at most `vocab` ids."""
     tok = tokenizer_class(class_name)()
     return _train(tok, vocab, extra_corpus)

@@ -98,7 +98,7 @@ class RequestLog:
         return [
             r.filename
             for r in self._file_records(repo_id)
-            if r.method == "GET" and r.status in (200, 206)
+            if r.method == "GET" and r.status in (200, 206) and r.filename is not None
         ]
 
     def weight_files_requested(self) -> list[str]:
