@@ -63,9 +63,11 @@ def emit(result: object, as_json: bool, text: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    debug = args.debug or bool(os.environ.get("TINYKIT_DEBUG"))
+    argv = sys.argv[1:] if argv is None else argv
+    # read before parsing, so that a command module failing to import is covered too
+    debug = "--debug" in argv or bool(os.environ.get("TINYKIT_DEBUG"))
     try:
+        args = build_parser().parse_args(argv)
         return int(args.func(args) or 0)
     except TinykitError as e:
         if debug:
