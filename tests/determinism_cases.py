@@ -16,6 +16,7 @@ The four injections, each in one module (CASES maps a case to what the checker m
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 
@@ -102,18 +103,22 @@ def tiny_moe() -> nn.Module:
     return Qwen3MoeForCausalLM(config)
 
 
-def _batches(shuffle_unseeded: bool) -> list[torch.Tensor]:
-    data = torch.randint(0, VOCAB, (4 * BATCH, SEQ))  # drawn from the seeded torch RNG
-    order = list(range(len(data)))
+def _batches(shuffle_unseeded: bool, order: list[int] | None = None) -> list[torch.Tensor]:
+    # Two batches out of a pool of 32: two unseeded shuffles give the same two batches (the runs
+    # would then match) with probability 1/(64*63*62*61), not 1/1680 as with a pool of 8.
+    data = torch.randint(0, VOCAB, (32 * BATCH, SEQ))  # drawn from the seeded torch RNG
+    order = order or list(range(len(data)))
     if shuffle_unseeded:
         random.SystemRandom().shuffle(order)
     data = data[order]
     return [data[i : i + BATCH] for i in range(0, 2 * BATCH, BATCH)]
 
 
-def _train(model: nn.Module, shuffle_unseeded: bool = False) -> None:
+def _train(
+    model: nn.Module, shuffle_unseeded: bool = False, order: list[int] | None = None
+) -> None:
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    for batch in _batches(shuffle_unseeded):
+    for batch in _batches(shuffle_unseeded, order):
         loss = model(input_ids=batch, labels=batch).loss
         loss.backward()
         opt.step()
@@ -196,6 +201,17 @@ def moe_dropout():
 
 def moe_data():
     run_case("moe", "data")  # noqa: E704
+
+
+# The draw behind a flaky CI failure: the two runs' shuffles put different rows in the first batch
+# and the same rows in the second (probability 1/56 with the old pool of 8 rows). Replayed here,
+# one order per run (in-process: the runs alternate).
+_REPLAYED_ORDERS = itertools.cycle([[0, 1, 2, 3], [4, 5, 2, 3]])
+
+
+def moe_data_same_second_batch() -> None:
+    model = tiny_moe()
+    _train(model, order=next(_REPLAYED_ORDERS) + list(range(6, 32 * BATCH)))
 
 
 class _NoisyGrad(torch.autograd.Function):

@@ -21,6 +21,7 @@ _LAZY = {
     "make_tiny_tokenizer": "tinykit.tokenizer.build",
     "run_distributed": "tinykit.distributed.launch",
     "seed_everything": "tinykit.repro.seed",
+    "slice_model": "tinykit.model.slice",
     "verify": "tinykit.model.verify",
     "ShrinkSpec": "tinykit.model.spec",
 }
@@ -42,6 +43,7 @@ __all__ = [  # every name of _LAZY and _MODULES (tests/test_import_is_light.py c
     "run_distributed",
     "seed",
     "seed_everything",
+    "slice_model",
     "verify",
 ]
 
@@ -52,6 +54,7 @@ if TYPE_CHECKING:
     from tinykit.distributed.launch import run_distributed
     from tinykit.hub.server import HubServer
     from tinykit.model.build import make_tiny
+    from tinykit.model.slice import slice_model
     from tinykit.model.spec import ShrinkSpec
     from tinykit.model.verify import verify
     from tinykit.repro import env, seed

@@ -60,6 +60,11 @@ class DeviceUnavailableError(SetupError, RuntimeError):
     """The hardware a check needs is missing, or was initialised in the wrong order."""
 
 
+class ChildProcessFailed(TinykitError, ChildProcessError):
+    """A fresh interpreter running a function died, timed out or raised what cannot cross back
+    (.returncode, .timed_out, .stderr or .remote_type, .remote_traceback)."""
+
+
 class CheckFailed(TinykitError, AssertionError):
     """A tinykit check found a real problem; exit 1. An AssertionError so unittest says FAIL."""
 

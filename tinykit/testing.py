@@ -9,7 +9,8 @@ nor initialises CUDA (a process that initialised CUDA can no longer fork workers
     @requires_gpus(2)
     def test_ddp_step(tinykit_device): ...
 
-Device choice, in order: ``TINYKIT_DEVICE`` (e.g. ``cpu``, ``cuda:1``), then CUDA, XPU, MPS, CPU.
+Device choice, in order: ``TINYKIT_DEVICE`` (e.g. ``cpu``, ``cuda:1``), then the first available of
+``tinykit._devices.ACCELERATORS`` (CUDA, XPU, NPU, MLU, MUSA, HPU, MPS), then CPU.
 ``CUDA_VISIBLE_DEVICES=""`` hides every CUDA device, as usual.
 """
 
@@ -19,7 +20,28 @@ import os
 
 import pytest
 
+# The device helpers live in tinykit._devices (no pytest there, so rank workers and memory
+# budgets can use them); they are re-exported here for tests.
+from tinykit._devices import (
+    accelerators,
+    bf16_supported,
+    device_memory,
+    gpu_count,
+    select_device,
+)
 from tinykit.errors import UsageError
+
+__all__ = [
+    "accelerators",
+    "bf16_supported",
+    "device_memory",
+    "gpu_count",
+    "requires_bf16",
+    "requires_gpus",
+    "run_slow",
+    "select_device",
+    "slow",
+]
 
 
 def requires_gpus(n: int = 1) -> pytest.MarkDecorator:
@@ -40,48 +62,3 @@ slow = pytest.mark.tinykit_slow
 
 def run_slow() -> bool:
     return os.environ.get("TINYKIT_RUN_SLOW", "").lower() in {"1", "true", "yes"}
-
-
-def gpu_count() -> int:
-    """Visible CUDA (or XPU) devices, counted without initialising CUDA."""
-    import torch
-
-    # device_count() asks the driver (NVML where available) and leaves CUDA uninitialised.
-    count = torch.cuda.device_count()
-    if not count and hasattr(torch, "xpu"):
-        count = torch.xpu.device_count()
-    return count
-
-
-def select_device() -> str:
-    """The device tests should use: TINYKIT_DEVICE, else cuda, xpu, mps, cpu (first available)."""
-    if chosen := os.environ.get("TINYKIT_DEVICE"):
-        return chosen
-    import torch
-
-    if torch.cuda.is_available():  # no CUDA initialisation either
-        return "cuda"
-    if hasattr(torch, "xpu") and torch.xpu.is_available():
-        return "xpu"
-    if torch.backends.mps.is_available():
-        return "mps"
-    return "cpu"
-
-
-def bf16_supported(device: str | None = None) -> bool:
-    """Whether ``device`` (default: ``select_device()``) computes in bfloat16.
-
-    Called at test setup only: on CUDA it reads the compute capability, which initialises CUDA.
-    """
-    device = device or select_device()
-    kind = device.split(":")[0]
-    if kind == "cpu":
-        return True  # torch implements bf16 kernels on every CPU, natively or emulated
-    import torch
-
-    if kind == "cuda":
-        index = int(device.split(":")[1]) if ":" in device else 0
-        return torch.cuda.is_available() and torch.cuda.get_device_capability(index)[0] >= 8
-    if kind == "xpu":
-        return torch.xpu.is_available()
-    return kind == "mps" and torch.backends.mps.is_available()

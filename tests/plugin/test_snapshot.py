@@ -8,7 +8,13 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tinykit.errors import SnapshotMismatch
-from tinykit.pytest_plugin.snapshot import TensorSnapshot, compare, env_key
+from tinykit.numerics.compare import compare_dicts
+from tinykit.pytest_plugin.snapshot import TensorSnapshot, env_key
+
+
+def compare(actual, expected):
+    return compare_dicts(actual, expected, expected_name="the snapshot")
+
 
 LOGITS_TEST = """
 import torch
@@ -43,9 +49,10 @@ def test_snapshot_lifecycle_missing_then_written_then_compared(pytester, monkeyp
     shifted.assert_outcomes(failed=1)
     shifted.stdout.fnmatch_lines(
         [
-            "*SnapshotMismatch: Tensor snapshot 'logits' differs from *: 'logits': 6 of 6 elements "
-            "differ (rtol=1.3e-06, atol=1e-05 for float32). First at index (0, 0): actual * vs "
-            "expected *. Max abs error 0.5 at (*), max rel error * at (*). If the change is intended, "
+            "*SnapshotMismatch: Tensor snapshot 'logits' differs from *: 'logits': Mismatched "
+            "elements: 6 / 6 (100.0%) with rtol=1.3e-06, atol=1e-05 for float32. First mismatch at "
+            "index (0, 0): actual * vs expected *. Greatest absolute difference: 0.5 at index (*). "
+            "Greatest relative difference: * at index (*). If the change is intended, "
             "rewrite it with: pytest 'test_model.py::test_logits' --tinykit-update-snapshots",
         ]
     )
@@ -64,9 +71,9 @@ def test_first_difference_and_max_errors_are_located(tmp_path):
     with pytest.raises(SnapshotMismatch) as e:
         snap(tmp_path)("x", actual)
     message = str(e.value)
-    assert "2 of 24 elements differ" in message
-    assert "First at index (0, 2, 1): actual 0.0010000000" in message
-    assert "Max abs error 2 at (1, 0, 3)" in message
+    assert "Mismatched elements: 2 / 24 (8.3%)" in message
+    assert "First mismatch at index (0, 2, 1): actual 0.0010000000" in message
+    assert "Greatest absolute difference: 2 at index (1, 0, 3)" in message
     assert e.value.path.name == f"x@{env_key({'x': actual})}.safetensors"
 
 
@@ -78,14 +85,15 @@ def test_tolerance_depends_on_dtype(tmp_path, dtype, passes):
     if passes:
         snap(tmp_path)("x", actual)
     else:
-        with pytest.raises(SnapshotMismatch, match="1 of 8|8 of 8"):
+        with pytest.raises(SnapshotMismatch, match="Mismatched elements: 8 / 8"):
             snap(tmp_path)("x", actual)
 
 
 def test_integers_are_exact_and_shape_changes_are_reported():
     assert compare({"t": torch.tensor([1, 2])}, {"t": torch.tensor([1, 3])}) == [
-        "'t': 1 of 2 elements differ (rtol=0, atol=0 for int64). First at index (1,): actual 2 vs "
-        "expected 3. Max abs error 1 at (1,), max rel error 0.333 at (1,)"
+        "'t': Mismatched elements: 1 / 2 (50.0%) with rtol=0, atol=0 for int64. First mismatch "
+        "at index (1,): actual 2 vs expected 3. Greatest absolute difference: 1 at index (1,). "
+        "Greatest relative difference: 0.333 at index (1,)"
     ]
     assert compare({"t": torch.zeros(2, 3)}, {"t": torch.zeros(3, 2)}) == [
         "'t': shape/dtype (2, 3) torch.float32 but the snapshot has (3, 2) torch.float32"
@@ -100,7 +108,7 @@ def test_nans_must_sit_at_the_same_places():
     nan = float("nan")
     assert compare({"t": torch.tensor([nan, 1.0])}, {"t": torch.tensor([nan, 1.0])}) == []
     [problem] = compare({"t": torch.tensor([1.0, nan])}, {"t": torch.tensor([1.0, 1.0])})
-    assert "First at index (1,)" in problem
+    assert "First mismatch at index (1,)" in problem
 
 
 finite = st.floats(-1e3, 1e3, allow_nan=False, width=32)

@@ -13,78 +13,21 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
-import importlib
-import importlib.util
 import os
 import pickle
 import signal
 import sys
 import threading
 import time
-import traceback
-from dataclasses import dataclass
 from datetime import timedelta
 from multiprocessing.connection import Connection
 from typing import Any
 
+# Functions are named and exceptions packed as for every tinykit child process.
+from tinykit._child import FunctionRef, pack_exception
+
 END_MARK = "\x1etinykit-job-end"
 STACK_SIGNAL = signal.SIGUSR1
-
-
-@dataclass(frozen=True)
-class FunctionRef:
-    """A module-level function named by module, qualified name and file.
-
-    Pickle alone would find a test function only if its module imports by name; pytest's
-    `importlib` import mode gives test modules names that do not, hence the file fallback.
-    """
-
-    module: str
-    qualname: str
-    file: str | None
-
-    def resolve(self) -> Any:
-        mod = sys.modules.get(self.module)
-        if mod is None or (self.file and getattr(mod, "__file__", None) != self.file):
-            mod = _import(self.module, self.file)
-        obj: Any = mod
-        for part in self.qualname.split("."):
-            obj = getattr(obj, part)
-        return obj
-
-
-def _import(name: str, file: str | None) -> Any:
-    try:
-        mod = importlib.import_module(name)
-        if not file or os.path.samefile(mod.__file__ or "", file):
-            return mod
-    except ImportError:
-        if not file:
-            raise
-    spec = importlib.util.spec_from_file_location(name, file)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load module {name!r} from {file}")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def _describe(exc: BaseException) -> dict[str, Any]:
-    try:
-        exc_bytes: bytes | None = pickle.dumps(exc)
-        pickle.loads(exc_bytes)  # some exceptions pickle but cannot be rebuilt
-    except Exception:
-        exc_bytes = None
-    outcomes = sys.modules.get("_pytest.outcomes")  # pytest.skip()/xfail() raise these
-    is_outcome = outcomes is not None and isinstance(exc, outcomes.OutcomeException)
-    return {
-        "type": f"{type(exc).__module__}.{type(exc).__qualname__}",
-        "pytest_outcome": type(exc).__name__ if is_outcome else None,
-        "message": str(exc),
-        "traceback": "".join(traceback.format_exception(exc)),
-        "exc_bytes": exc_bytes,
-    }
 
 
 def _set_rng(state: dict[str, Any]) -> None:
@@ -144,7 +87,7 @@ def _run(header: dict[str, Any], payload: bytes, base_env: dict[str, str]) -> di
             ) from e
     except BaseException as e:  # pytest's Skipped/Failed are BaseExceptions too
         # the wall-clock time tells the parent which rank failed first (all ranks share a host)
-        return {"ok": False, "error": _describe(e), "failed_at": time.time()}
+        return {"ok": False, "error": pack_exception(e), "failed_at": time.time()}
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
@@ -185,8 +128,7 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    # Run the importable module's main, not __main__'s copy: pickled FunctionRefs name
-    # tinykit.distributed._worker.FunctionRef, and isinstance() must see that class.
+    # Run the importable module's main, not __main__'s copy, so there is one module state.
     from tinykit.distributed._worker import main as _main
 
     _main(sys.argv[1:])

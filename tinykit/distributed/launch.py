@@ -17,7 +17,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tinykit.distributed._worker import FunctionRef
+from tinykit._child import FunctionRef
+from tinykit._devices import gpu_count
 from tinykit.distributed.pool import DEFAULT_REGISTRY, PoolRegistry, RankOutcome, RankPool
 from tinykit.errors import DeviceUnavailableError, DistributedTestFailed, UsageError
 
@@ -42,9 +43,7 @@ def resolve_backend(backend: str, world_size: int) -> str:
         raise UsageError(f"world_size={world_size} is not a number of ranks. Pass world_size >= 1.")
     if backend == "gloo":
         return "gloo"
-    import torch
-
-    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    gpus = gpu_count("cuda")
     if gpus >= world_size:
         return "nccl"
     if backend == "auto":

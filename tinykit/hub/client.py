@@ -2,6 +2,9 @@
 
 - `download_source(repo_id, revision)`: the config/tokenizer/processor files of a model repo,
   never its weights, and the commit sha they came from.
+- `repo_files(repo_id, revision)`, `download_files(...)`, `read_range(...)`, `stream_range(...)`:
+  a repo's file list, some small files, and byte ranges of a big one (HTTP Range), for slicing
+  real weights without downloading whole shards. `download_model(...)`: everything (--check).
 - `push_folder(folder, repo_id)`: publish a built fixture.
 - `use_endpoint(endpoint)`: point the *already imported* Hub clients of this process at another
   endpoint (the loopback Hub) and back.
@@ -148,6 +151,65 @@ def download_source(
         )
     # The cache layout is .../snapshots/<commit sha>, online and offline alike.
     return folder, folder.name
+
+
+def repo_files(repo_id: str, revision: str | None = None) -> tuple[str, list[str]]:
+    """The commit sha `revision` resolves to and the repo's file names at that commit."""
+    from huggingface_hub import HfApi
+
+    with hub_errors(repo_id, revision):
+        info = HfApi().model_info(repo_id, revision=revision, files_metadata=False)
+    return info.sha or "", [s.rfilename for s in info.siblings or []]
+
+
+def download_files(repo_id: str, revision: str, filenames: list[str]) -> Path:
+    """These files of a repo (configs, a shard index, tokenizer files), fetched in parallel into
+    the Hub cache; returns the snapshot folder they are in."""
+    from huggingface_hub import snapshot_download
+
+    with hub_errors(repo_id, revision), _quiet_progress():
+        return Path(snapshot_download(repo_id, revision=revision, allow_patterns=filenames))
+
+
+def download_model(repo_id: str, revision: str) -> Path:
+    """The whole repo, weights included (only `tinykit slice --check` wants the full model)."""
+    from huggingface_hub import snapshot_download
+
+    with hub_errors(repo_id, revision), _quiet_progress():
+        return Path(snapshot_download(repo_id, revision=revision))
+
+
+@contextlib.contextmanager
+def stream_range(
+    repo_id: str, filename: str, revision: str, start: int, end: int
+) -> Iterator[Iterator[bytes]]:
+    """Bytes [start, end) of a repo file, as chunks, through one HTTP Range request.
+
+    The resolve URL redirects LFS files to the CDN; huggingface_hub's session follows it and
+    drops the token on the other origin, as it does for its own downloads.
+    """
+    from huggingface_hub import constants, hf_hub_url
+    from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, http_stream_backoff
+
+    url = hf_hub_url(repo_id, filename, revision=revision, endpoint=constants.ENDPOINT)
+    headers = {**build_hf_headers(), "Range": f"bytes={start}-{end - 1}"}
+    with hub_errors(repo_id, revision), http_stream_backoff("GET", url, headers=headers) as r:
+        hf_raise_for_status(r)
+        if r.status_code != 206:  # a server that ignores Range would send the whole file
+            raise HubError(
+                f"The Hub at {constants.ENDPOINT} answered a byte-range read of {filename} in "
+                f"{repo_id!r} with HTTP {r.status_code}, not 206. Check HF_ENDPOINT: slicing "
+                "needs a Hub (or proxy) that serves HTTP Range requests.",
+                repo_id=repo_id,
+                revision=revision,
+            )
+        yield r.iter_bytes(1 << 20)
+
+
+def read_range(repo_id: str, filename: str, revision: str, start: int, end: int) -> bytes:
+    """Bytes [start, end) of a repo file (a safetensors header, say)."""
+    with stream_range(repo_id, filename, revision, start, end) as chunks:
+        return b"".join(chunks)
 
 
 def push_folder(

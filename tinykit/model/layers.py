@@ -63,10 +63,14 @@ def plan_layers(
     node: dict[str, Any],
     depth_key: str,
     layer_fields: dict[str, tuple[Any, ...]],
-    layers: int | str,
+    layers: int | str | tuple[int, ...],
     where: str,
 ) -> LayerPlan:
-    """Choose the kept layers of the stack whose depth is `node[depth_key]` and rewrite its fields."""
+    """Choose the kept layers of the stack whose depth is `node[depth_key]` and rewrite its fields.
+
+    `layers` is a count (keep every block type, then fill up to it), "auto" (one layer of
+    each block type, at least 2), or a tuple of source indexes, kept exactly (`slice`).
+    """
     depth = node[depth_key]
     lists = _per_layer_lists(node, depth)
     index_lists = _present(node, layer_fields["index_lists"], list)
@@ -103,26 +107,41 @@ def plan_layers(
     for i, sig in enumerate(signatures):
         first.setdefault(sig, i)
     kept = sorted(first.values())
-    if layers == "auto":
-        want = max(2, len(kept))
-    else:
-        if int(layers) < len(kept):
+    if isinstance(layers, tuple):
+        kept = _explicit(layers, depth, where)
+        explicit = _rewrite(node, kept, periods)
+        if explicit is None:
             raise ShrinkConstraintError(
-                f"--layers {layers} cannot keep all {len(kept)} block types of {where} "
-                f"(first layers of each: {kept}). Use --layers auto or --layers {len(kept)} or more.",
+                f"--layers {','.join(map(str, kept))} of {where}: its period fields "
+                f"({', '.join(str(k) for _, k in periods)}) cannot express that pattern of "
+                "block types. Pick layers that keep the period, or use --layers auto.",
                 field="layers",
                 value=layers,
-                constraint=f">= {len(kept)} distinct block types",
+                constraint="expressible by the period fields",
             )
-        want = int(layers)
-    want = min(want, depth)
-    kept = sorted([*kept, *[i for i in range(depth) if i not in kept][: want - len(kept)]])
+        fields = explicit
+    else:
+        if layers == "auto":
+            want = max(2, len(kept))
+        else:
+            if int(layers) < len(kept):
+                raise ShrinkConstraintError(
+                    f"--layers {layers} cannot keep all {len(kept)} block types of {where} "
+                    f"(first layers of each: {kept}). Use --layers auto or --layers {len(kept)} or more.",
+                    field="layers",
+                    value=layers,
+                    constraint=f">= {len(kept)} distinct block types",
+                )
+            want = int(layers)
+        want = min(want, depth)
+        kept = sorted([*kept, *[i for i in range(depth) if i not in kept][: want - len(kept)]])
 
-    fields = _rewrite(node, kept, periods)
-    if fields is None:  # a period cannot express the kept pattern: keep the covering prefix
-        kept = list(range(max(kept) + 1))
-        fields = _rewrite(node, kept, [])
-        assert fields is not None
+        planned = _rewrite(node, kept, periods)
+        if planned is None:  # a period cannot express the kept pattern: keep the covering prefix
+            kept = list(range(max(kept) + 1))
+            planned = _rewrite(node, kept, [])
+            assert planned is not None
+        fields = planned
     fields.update({k: [node[k][i] for i in kept] for k in lists})
     fields.update({k: [node[k][i % len(node[k])] for i in kept] for k in cyclic})
     fields.update(
@@ -140,6 +159,20 @@ def plan_layers(
     fields.update({k: sum(1 for i in kept if i >= depth - node[k]) for k in suffixes})
     fields[depth_key] = len(kept)
     return LayerPlan(depth_key, depth, tuple(kept), fields, signatures, tuple(keyed))
+
+
+def _explicit(layers: tuple[int, ...], depth: int, where: str) -> list[int]:
+    kept = sorted(set(layers))
+    bad = [i for i in kept if not 0 <= i < depth]
+    if bad or not kept:
+        raise ShrinkConstraintError(
+            f"--layers {','.join(map(str, layers))} names layer(s) {bad or 'none'}, but {where} "
+            f"has layers 0..{depth - 1}. Pick indexes below {depth}, or a count of at most {depth}.",
+            field="layers",
+            value=layers,
+            constraint=f"0 <= index < {depth}",
+        )
+    return kept
 
 
 def _is_int(value: Any) -> bool:

@@ -8,6 +8,8 @@ The environment key holds what legitimately changes numbers: the torch and trans
 versions, the device type and the dtypes (``torch-2.13.0+cpu_transformers-5.24.0_cpu_float32``).
 A test run in a new environment therefore fails with "no snapshot" rather than comparing
 against numbers from another one; record them with ``pytest --tinykit-update-snapshots``.
+This module holds only the fixture and the golden files; the comparison (dtype-aware tolerances
+as in ``torch.testing.assert_close``) is `tinykit.numerics.compare`.
 
     def test_logits(tiny_model, tensor_snapshot):
         model, _ = tiny_model("qwen3", layers=2)
@@ -27,19 +29,11 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tinykit.errors import SnapshotMismatch, UsageError
+from tinykit.numerics.compare import compare_dicts
 
 if TYPE_CHECKING:
     import torch
 
-# (rtol, atol) per dtype: torch.testing.assert_close's defaults; integers and bools are exact.
-TOLERANCES = {
-    "float16": (1e-3, 1e-5),
-    "bfloat16": (1.6e-2, 1e-5),
-    "float32": (1.3e-6, 1e-5),
-    "float64": (1e-7, 1e-7),
-    "complex64": (1.3e-6, 1e-5),
-    "complex128": (1e-7, 1e-7),
-}
 UPDATE_FLAG = "--tinykit-update-snapshots"
 WRITTEN = pytest.StashKey[list]()  # snapshot files written this session, for the summary
 
@@ -56,87 +50,6 @@ def env_key(tensors: Mapping[str, torch.Tensor]) -> str:
     devices = "+".join(sorted({t.device.type for t in tensors.values()}))
     dtypes = "+".join(sorted({str(t.dtype).removeprefix("torch.") for t in tensors.values()}))
     return f"torch-{version('torch')}_transformers-{version('transformers')}_{devices}_{dtypes}"
-
-
-def tolerances(dtype: torch.dtype) -> tuple[float, float]:
-    return TOLERANCES.get(str(dtype).removeprefix("torch."), (0.0, 0.0))
-
-
-def compare(
-    actual: Mapping[str, torch.Tensor],
-    expected: Mapping[str, torch.Tensor],
-    rtol: float | None = None,
-    atol: float | None = None,
-) -> list[str]:
-    """Describe every difference between two tensor dicts; an empty list means they match.
-
-    An element differs when ``torch.isclose(a, e, rtol, atol, equal_nan=True)`` says so, in the
-    tensors' own dtype as ``torch.testing.assert_close`` does (``|a - e| <= atol + rtol * |e|``,
-    NaNs at the same places); ``rtol``/``atol`` default to the dtype's ``TOLERANCES``.
-    """
-    problems = []
-    if missing := sorted(expected.keys() - actual.keys()):
-        problems.append(f"missing tensors {missing} (present in the snapshot)")
-    if extra := sorted(actual.keys() - expected.keys()):
-        problems.append(f"unexpected tensors {extra} (absent from the snapshot)")
-    for name in sorted(actual.keys() & expected.keys()):
-        if problem := _compare_one(name, actual[name], expected[name], rtol, atol):
-            problems.append(problem)
-    return problems
-
-
-def _compare_one(
-    name: str,
-    a: torch.Tensor,
-    e: torch.Tensor,
-    rtol: float | None,
-    atol: float | None,
-) -> str | None:
-    import torch
-
-    if a.shape != e.shape or a.dtype != e.dtype:
-        return (
-            f"{name!r}: shape/dtype {tuple(a.shape)} {a.dtype} but the snapshot has "
-            f"{tuple(e.shape)} {e.dtype}"
-        )
-    default_rtol, default_atol = tolerances(a.dtype)
-    rtol = default_rtol if rtol is None else rtol
-    atol = default_atol if atol is None else atol
-    wide = torch.complex128 if a.is_complex() else torch.float64
-    a64, e64 = a.detach().cpu().to(wide), e.detach().cpu().to(wide)
-    abs_err = (a64 - e64).abs()
-    both_nan = a64.isnan() & e64.isnan()
-    same_inf = a64.isinf() & (a64 == e64)
-    a_cpu, e_cpu = a.detach().cpu(), e.detach().cpu()
-    if a.dtype.is_floating_point or a.is_complex():
-        bad = ~torch.isclose(a_cpu, e_cpu, rtol=rtol, atol=atol, equal_nan=True)
-    else:
-        bad = abs_err > atol + rtol * e64.abs()
-    if not bool(bad.any()):
-        return None
-    finite_err = torch.where(both_nan | same_inf, torch.zeros_like(abs_err), abs_err)
-    finite_err = torch.nan_to_num(finite_err, nan=float("inf"))
-    rel_err = finite_err / e64.abs()
-    rel_err = torch.where(finite_err == 0, torch.zeros_like(rel_err), rel_err)
-    first = divmod_all(int(bad.flatten().nonzero()[0]), a.shape)
-    max_abs_at = divmod_all(int(finite_err.argmax()), a.shape)
-    max_rel_at = divmod_all(int(rel_err.argmax()), a.shape)
-    return (
-        f"{name!r}: {int(bad.sum())} of {a.numel()} elements differ (rtol={rtol:g}, atol={atol:g} "
-        f"for {str(a.dtype).removeprefix('torch.')}). First at index {first}: actual "
-        f"{a64[first].item():.9g} vs expected {e64[first].item():.9g}. Max abs error "
-        f"{finite_err.max().item():.3g} at {max_abs_at}, max rel error {rel_err.max().item():.3g} "
-        f"at {max_rel_at}"
-    )
-
-
-def divmod_all(flat: int, shape: torch.Size) -> tuple[int, ...]:
-    """The multi-dimensional index of element ``flat`` in a tensor of ``shape``."""
-    index = []
-    for size in reversed(shape):
-        flat, i = divmod(flat, size)
-        index.append(i)
-    return tuple(index[::-1])
 
 
 class TensorSnapshot:
@@ -177,7 +90,9 @@ class TensorSnapshot:
                 path=path,
                 name=name,
             )
-        problems = compare(tensors, load_file(path), rtol=rtol, atol=atol)
+        problems = compare_dicts(
+            tensors, load_file(path), rtol=rtol, atol=atol, expected_name="the snapshot"
+        )
         if problems:
             raise SnapshotMismatch(
                 f"Tensor snapshot {name!r} differs from {path}: " + "; ".join(problems) + ". "

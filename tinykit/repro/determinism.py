@@ -1,35 +1,28 @@
 """`check_determinism`: run seeded code twice and name the first module that diverged.
 
 Each run is seeded with `tinykit.repro.seed.seed_everything` and recorded by
-`tinykit.numerics.record.Recorder` (every module's forward inputs, outputs, own parameters and
-output gradients). Two runs are compared record by record, in the order they happened. The root
+`tinykit.numerics.record.Recorder` (every module's forward inputs, outputs and parameters, and
+the gradients each module's backward received and passed on). Two runs are compared record by record, in the order they happened. The root
 cause is the first record whose output differs while its inputs and parameters matched (the
 Megatron-LM method; pytorch/pytorch#101246 asks for exactly this). If there is none, the first
 record whose inputs or parameters already differ is reported: the data or the initialisation
 changed before any module ran.
 
-mode="process" runs each repetition in a fresh interpreter (`python -m tinykit.repro.determinism`), so
+mode="process" runs each repetition in a fresh interpreter (`tinykit._child`), so
 state that survives inside one process (unseeded generators created at import, caches) cannot hide
 or fake a difference; `fn` must then be importable as "module:function" or "path/file.py:function".
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import os
-import pickle
-import subprocess
-import sys
-import tempfile
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
+from tinykit._child import FunctionRef, describe, resolve, start_child
 from tinykit.errors import NondeterminismError, UsageError
+from tinykit.numerics.compare import compare_summaries
 from tinykit.numerics.record import Record, Recorder, TensorSummary, probe
 
 __all__ = ["DeterminismReport", "FirstDiff", "check_determinism", "probe"]
@@ -102,7 +95,7 @@ def check_determinism(
         )
     if atol < 0:
         raise UsageError(f"check_determinism(atol={atol}) is negative. Pass atol=0 for bitwise.")
-    ref = fn if isinstance(fn, str) else _reference(fn) if mode == "process" else _describe(fn)
+    ref = fn if isinstance(fn, str) else _reference(fn) if mode == "process" else describe(fn)
     keep_values = atol > 0
     if mode == "process":
         results = _run_in_processes(ref, runs, seed, deterministic, keep_values)
@@ -193,6 +186,7 @@ def _first_divergence(a: list[Record], b: list[Record], run: int) -> FirstDiff |
     """Bitwise: the first record whose output differs while everything it depends on matched."""
     upstream: tuple[Record, Record, str] | None = None  # earliest record whose inputs differ
     clean_so_far = True  # no earlier record differed at all
+    forward_clean = True  # no earlier forward or probe record differed
     for ra, rb in zip(a, b, strict=False):
         if ra.key != rb.key:
             return FirstDiff(
@@ -204,13 +198,21 @@ def _first_divergence(a: list[Record], b: list[Record], run: int) -> FirstDiff |
                 f"run {run} recorded {_label(rb)}. Control flow depends on "
                 "unseeded state.",
             )
-        # A forward record lists its inputs; a gradient or a probe depends on everything before it.
-        inputs_same = _same(ra.inputs, rb.inputs, 0) and (ra.kind == "forward" or clean_so_far)
+        # A forward record lists its inputs. A backward lists the gradient it received and also
+        # depends on the activations it saved, so on a forward pass that matched. A probe depends
+        # on everything before it.
+        inputs_same = _same(ra.inputs, rb.inputs, 0) and (
+            ra.kind == "forward"
+            or (ra.kind == "grad" and forward_clean)
+            or (ra.kind == "probe" and clean_so_far)
+        )
         state_same = ra.state == rb.state
         outputs_same = _same(ra.outputs, rb.outputs, 0)
         if inputs_same and state_same and not outputs_same:
             return FirstDiff(ra.module, ra.kind, ra.call, run, _culprit_detail(ra, rb, run))
-        clean_so_far = clean_so_far and inputs_same and state_same and outputs_same
+        matched = inputs_same and state_same and outputs_same
+        clean_so_far = clean_so_far and matched
+        forward_clean = forward_clean and (ra.kind == "grad" or matched)
         if (
             ra.kind == "forward"
             and (not inputs_same or not state_same)
@@ -255,40 +257,22 @@ def _same(xs: list[TensorSummary], ys: list[TensorSummary], atol: float) -> bool
 
 
 def _same_tensor(x: TensorSummary, y: TensorSummary, atol: float) -> bool:
-    if x.hash == y.hash:
-        return True
-    if atol == 0 or x.shape != y.shape or x.values is None or y.values is None:
-        return False
-    return _max_delta(x, y) <= atol
-
-
-def _max_delta(x: TensorSummary, y: TensorSummary) -> float:
-    import torch
-
-    a, b = x.values.to(torch.float64), y.values.to(torch.float64)
-    both_nan = torch.isnan(a) & torch.isnan(b)
-    delta = torch.where(both_nan, torch.zeros_like(a), (a - b).abs())
-    return float(delta.nan_to_num(nan=float("inf")).max()) if delta.numel() else 0.0
+    return compare_summaries(x, y, atol=atol)[0]
 
 
 def _label(r: Record) -> str:
-    what = {"forward": "output", "grad": "gradient of the output"}.get(r.kind, r.kind)
+    what = {"forward": "output", "grad": "backward: gradient of its inputs"}.get(r.kind, r.kind)
     return f"'{r.module}' ({what}, call {r.call})"
 
 
 def _culprit_detail(ra: Record, rb: Record, run: int) -> str:
     stats = _pair_stats(ra.outputs, rb.outputs, 0, run)
     if ra.kind == "grad":
-        suspect = (
-            f"the backward of '{ra.parent}' (which called '{ra.module}') or of another "
-            "module that consumes this output"
-            if ra.parent
-            else "the backward of a module that consumes this output"
-        )
         return (
-            f"{_label(ra)} is the first to differ, while the whole forward pass matched"
-            f"{stats}. The backward that produced it is nondeterministic: look first at "
-            f"{suspect} (custom autograd functions, scatter/index_add backward, atomics)."
+            f"{_label(ra)} is the first to differ: its backward received the same gradient and "
+            f"passed on a different one, while the whole forward pass matched{stats}. The "
+            f"backward of '{ra.module}' is nondeterministic (custom autograd functions, "
+            "scatter/index_add backward, atomics)."
         )
     why = (
         "while its inputs and parameters matched"
@@ -304,13 +288,13 @@ def _culprit_detail(ra: Record, rb: Record, run: int) -> str:
 
 def _pair_stats(xs: list[TensorSummary], ys: list[TensorSummary], atol: float, run: int) -> str:
     for i, (x, y) in enumerate(zip(xs, ys, strict=False)):
-        if not _same_tensor(x, y, atol):
+        same, diff = compare_summaries(x, y, atol=atol)
+        if not same:
             delta = ""
-            if x.values is not None and y.values is not None and x.shape == y.shape:
-                differ = int((x.values != y.values).sum())
+            if diff is not None:
                 delta = (
-                    f"; {differ}/{x.values.numel()} elements differ, "
-                    f"max|delta|={_max_delta(x, y):.3g}"
+                    f"; {diff.mismatch_line()}, greatest absolute difference "
+                    f"{diff.max_abs:.3g} at index {diff.max_abs_at}"
                 )
             return f" (tensor {i}: run 0 {x.stats()}; run {run} {y.stats()}{delta})"
     return ""
@@ -319,118 +303,31 @@ def _pair_stats(xs: list[TensorSummary], ys: list[TensorSummary], atol: float, r
 # -- process mode ---------------------------------------------------------------------------
 
 
-def _describe(fn: Callable[..., Any]) -> str:
-    return f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', repr(fn))}"
-
-
 def _reference(fn: Callable[..., Any]) -> str:
-    module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", "")
-    if not module or module == "__main__" or "<" in qualname:
-        raise UsageError(
-            f"check_determinism(mode='process') cannot import {_describe(fn)} in a fresh process: "
-            "it is a lambda, a nested function or defined in __main__. Move it to a module "
-            "(then pass fn or 'module:function'), or use mode='inprocess'."
-        )
-    return f"{module}:{qualname}"
-
-
-def resolve(ref: str) -> Callable[[], Any]:
-    """Import "module:function" or "path/to/file.py:function" (also used by the child process)."""
-    target, sep, qualname = ref.rpartition(":")
-    if not sep or not target or not qualname:
-        raise UsageError(
-            f"{ref!r} is not a function reference. Write it as "
-            "'package.module:function' or 'path/to/script.py:function'."
-        )
     try:
-        if target.endswith(".py"):
-            path = Path(target).resolve()
-            spec = importlib.util.spec_from_file_location(path.stem, path)
-            if spec is None or not path.is_file():
-                raise FileNotFoundError(path)
-            obj: Any = importlib.util.module_from_spec(spec)
-            sys.modules.setdefault(path.stem, obj)
-            spec.loader.exec_module(obj)  # type: ignore[union-attr]
-        else:
-            obj = importlib.import_module(target)
-        for part in qualname.split("."):
-            obj = getattr(obj, part)
-    except (ImportError, FileNotFoundError, AttributeError) as e:
-        raise UsageError(
-            f"cannot load {ref!r}: {type(e).__name__}: {e}. Check the module path "
-            "(run from the directory that contains it, or set PYTHONPATH) and the "
-            "function name."
-        ) from e
-    if not callable(obj):
-        raise UsageError(f"{ref!r} is a {type(obj).__name__}, not a function. Point at a callable.")
-    return obj
+        return str(FunctionRef.of(fn, "a fresh process (check_determinism mode='process')"))
+    except UsageError as e:
+        raise UsageError(f"{e} Or use mode='inprocess'.") from None
+
+
+def recorded_run(
+    ref: str, seed: int, deterministic: bool, keep_values: bool
+) -> tuple[list[Record], float]:
+    """`record_run` of the function `ref` names: what each process-mode child runs."""
+    return record_run(resolve(ref), seed, deterministic, keep_values)
 
 
 def _run_in_processes(
     ref: str, runs: int, seed: int, deterministic: bool, keep_values: bool
 ) -> list[tuple[list[Record], float]]:
-    env = dict(os.environ)
-    # The child must find what the parent can import (pytest and scripts extend sys.path).
-    env["PYTHONPATH"] = os.pathsep.join(p or os.getcwd() for p in sys.path)
-    with tempfile.TemporaryDirectory(prefix="tinykit-determinism-") as tmp:
-        outs = [Path(tmp) / f"run{i}.pkl" for i in range(runs)]
-        procs = [
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "tinykit.repro.determinism",
-                    ref,
-                    str(seed),
-                    str(int(deterministic)),
-                    str(int(keep_values)),
-                    str(out),
-                ],
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            for out in outs
-        ]
-        errors = [p.communicate()[1] for p in procs]
-        results = []
-        for proc, out, err in zip(procs, outs, errors, strict=True):
-            if proc.returncode != 0 or not out.exists():
-                raise _child_failure(ref, proc.returncode, err)
-            payload = pickle.loads(out.read_bytes())
-            if "error" in payload:
-                raise payload["error"]
-            results.append((payload["records"], payload["seconds"]))
-    return results
-
-
-def _child_failure(ref: str, code: int, stderr: str) -> Exception:
-    tail = stderr.strip().splitlines()[-1] if stderr.strip() else "no output"
-    return UsageError(
-        f"the child process running {ref} exited with code {code} without a "
-        f"result ({tail}). Run the check with mode='inprocess' (CLI: --mode "
-        "inprocess) to see the error in this process."
-    )
-
-
-def _child_main(argv: list[str]) -> int:
-    ref, seed, deterministic, keep_values, out = argv
+    # All runs start at once: each pays for importing torch (seconds), and they share no state.
+    children = [
+        start_child(f"{__name__}:recorded_run", ref, seed, deterministic, keep_values)
+        for _ in range(runs)
+    ]
     try:
-        records, seconds = record_run(
-            resolve(ref), int(seed), bool(int(deterministic)), bool(int(keep_values))
-        )
-        payload: dict[str, Any] = {"records": records, "seconds": seconds}
-    except Exception as e:  # sent back to the parent, which raises it there
-        e.add_note("".join(traceback.format_exception(e)).rstrip())
-        try:
-            pickle.dumps(e)
-        except Exception:
-            raise e from None
-        payload = {"error": e}
-    Path(out).write_bytes(pickle.dumps(payload))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_child_main(sys.argv[1:]))
+        return [child.result() for child in children]
+    finally:
+        for child in children:
+            if child.proc.poll() is None:
+                child.kill()

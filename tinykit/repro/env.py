@@ -31,6 +31,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from tinykit import __version__
+from tinykit._devices import physical_gpus
 from tinykit.errors import UsageError
 from tinykit.repro.redact import REDACTED, is_relevant_env, redact_env, scrub
 
@@ -73,7 +74,7 @@ def capture(path: str | os.PathLike[str] | None = None, *, all_env: bool = False
         "packages": _packages(),
         "sources": _sources(),
         "torch": _torch(),
-        "devices": _devices(),
+        "devices": physical_gpus(),
         "cpu": _cpu(),
         "os": _os(),
         "env": redact_env(os.environ, all_env=all_env),
@@ -207,46 +208,6 @@ def _torch() -> dict[str, Any]:
         nccl = getattr(torch.cuda, "nccl", None)
         info["nccl"] = ".".join(map(str, nccl.version())) if nccl is not None else None
     return info
-
-
-def _devices() -> list[dict[str, Any]]:
-    """Accelerators, read without creating a CUDA context (that would break seeding order)."""
-    if "torch" in sys.modules and sys.modules["torch"].cuda.is_initialized():
-        torch = sys.modules["torch"]
-        return [
-            {
-                "name": p.name,
-                "capability": f"{p.major}.{p.minor}",
-                "memory_mib": p.total_memory // 2**20,
-            }
-            for p in map(torch.cuda.get_device_properties, range(torch.cuda.device_count()))
-        ]
-    try:
-        out = subprocess.run(
-            [
-                "nvidia-smi",
-                "--query-gpu=name,compute_cap,memory.total,driver_version",
-                "--format=csv,noheader,nounits",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    devices = []
-    for line in out.stdout.splitlines() if out.returncode == 0 else []:
-        fields = [f.strip() for f in line.split(",")]
-        if len(fields) == 4:
-            devices.append(
-                {
-                    "name": fields[0],
-                    "capability": fields[1],
-                    "memory_mib": int(float(fields[2])),
-                    "driver": fields[3],
-                }
-            )
-    return devices
 
 
 def _cpu() -> dict[str, Any]:

@@ -18,6 +18,7 @@ import secrets
 import sys
 from typing import Any
 
+from tinykit._devices import seed_backends
 from tinykit.errors import DeviceUnavailableError, UsageError
 
 __all__ = [
@@ -84,18 +85,8 @@ def seed_loaded(seed: int, only: set[str] | None = None) -> None:
     if "torch" in sys.modules and (only is None or "torch" in only):
         torch = sys.modules["torch"]
         torch.manual_seed(seed)  # CPU, and CUDA when it is there
-        for backend in _accelerators(torch):
+        for backend in seed_backends(torch):  # cuda, xpu, npu, mlu, musa, hpu
             backend.manual_seed_all(seed)
-
-
-def _accelerators(torch: Any) -> list[Any]:
-    """Accelerator modules that are present and available (cuda, xpu, npu, mlu, musa, hpu)."""
-    found = []
-    for name in ("cuda", "xpu", "npu", "mlu", "musa", "hpu"):
-        backend = getattr(torch, name, None)
-        if backend is not None and hasattr(backend, "manual_seed_all") and backend.is_available():
-            found.append(backend)
-    return found
 
 
 def check_cuda_order(cuda_initialized: bool) -> None:

@@ -1,0 +1,250 @@
+"""Safetensors weights read tensor by tensor and written as a stream: what `slice` moves.
+
+Headers are read alone (8 bytes of length, then the JSON), from a local file or through two
+HTTP Range requests, so a slice knows every tensor's bytes before it fetches any. The kept
+tensors are then read in file order, adjacent ones coalesced into one range, and written
+straight into the output shards, whose headers are known up front. Peak memory is one chunk
+(raw copy) or one tensor (dtype conversion), never a shard.
+
+The writer is hand-written because the safetensors package can only save a dict of tensors
+already in memory; the format itself is 8 bytes of header length, the JSON header, the data.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tinykit.errors import UsageError
+
+DTYPE_SIZE = {
+    "BOOL": 1,
+    "U8": 1,
+    "I8": 1,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
+    "I16": 2,
+    "U16": 2,
+    "F16": 2,
+    "BF16": 2,
+    "I32": 4,
+    "U32": 4,
+    "F32": 4,
+    "I64": 8,
+    "U64": 8,
+    "F64": 8,
+}
+FLOAT_DTYPES = {"F16", "BF16", "F32", "F64"}
+TORCH_NAMES = {"F16": "float16", "BF16": "bfloat16", "F32": "float32", "F64": "float64"}
+SAFETENSORS_CODES = {v: k for k, v in TORCH_NAMES.items()}
+
+
+@dataclass(frozen=True)
+class TensorEntry:
+    """One tensor of a source file; `start`/`end` are absolute byte offsets in that file."""
+
+    name: str
+    file: str
+    dtype: str
+    shape: tuple[int, ...]
+    start: int
+    end: int
+
+    @property
+    def nbytes(self) -> int:
+        return self.end - self.start
+
+    def out_nbytes(self, dtype: str | None) -> int:
+        if dtype is None or self.dtype not in FLOAT_DTYPES:
+            return self.nbytes
+        return self.nbytes // DTYPE_SIZE[self.dtype] * DTYPE_SIZE[dtype]
+
+
+def header_length(prefix: bytes, file: str) -> int:
+    if len(prefix) < 8:
+        raise UsageError(f"{file} is not a safetensors file (shorter than 8 bytes). Replace it.")
+    n = struct.unpack("<Q", prefix[:8])[0]
+    if n > 100 * 1024 * 1024:
+        raise UsageError(
+            f"{file} declares a {n}-byte safetensors header: not a safetensors file. Replace it."
+        )
+    return n
+
+
+def parse_header(raw: bytes, file: str) -> list[TensorEntry]:
+    """The entries of a header whose JSON is `raw` (data starts at 8 + len(raw))."""
+    try:
+        header = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise UsageError(f"{file} has a malformed safetensors header ({e}). Replace it.") from e
+    base = 8 + len(raw)
+    return [
+        TensorEntry(
+            name,
+            file,
+            v["dtype"],
+            tuple(v["shape"]),
+            base + v["data_offsets"][0],
+            base + v["data_offsets"][1],
+        )  # fmt: skip
+        for name, v in header.items()
+        if name != "__metadata__"
+    ]
+
+
+def coalesce(entries: list[TensorEntry]) -> list[tuple[str, int, int, list[TensorEntry]]]:
+    """(file, start, end, entries) ranges: entries in file order, byte-adjacent ones merged."""
+    ranges: list[tuple[str, int, int, list[TensorEntry]]] = []
+    for e in sorted(entries, key=lambda e: (e.file, e.start)):
+        if ranges and ranges[-1][0] == e.file and ranges[-1][2] == e.start:
+            file, start, _, group = ranges[-1]
+            ranges[-1] = (file, start, e.end, [*group, e])
+        else:
+            ranges.append((e.file, e.start, e.end, [e]))
+    return ranges
+
+
+Pieces = Iterator[tuple[TensorEntry, Any]]
+"""(entry, buffer) pieces, in coalesced order; an entry's pieces add up to its bytes."""
+
+
+def split_stream(chunks: Iterator[bytes], entries: list[TensorEntry]) -> Pieces:
+    """Cut one range's byte stream at the tensor boundaries, without copying whole tensors."""
+    queue = iter(entries)
+    entry = next(queue)
+    left = entry.nbytes
+    for chunk in chunks:
+        view = memoryview(chunk)
+        while view:
+            while left == 0:
+                entry = next(queue)
+                left = entry.nbytes
+            take = view[:left]
+            yield entry, take
+            left -= len(take)
+            view = view[len(take) :]
+
+
+def local_pieces(folder: Path, entries: list[TensorEntry]) -> Pieces:
+    """Kept tensors of a local folder, one at a time, through safetensors' `safe_open`."""
+    import torch
+    from safetensors import safe_open
+
+    for file, _, _, group in coalesce(entries):
+        for e in group:
+            # Opened per tensor: the file's mapped pages leave the RSS once each tensor is read.
+            with safe_open(folder / file, framework="pt") as f:
+                tensor = f.get_tensor(e.name)
+            if tensor.numel():
+                yield e, tensor.reshape(-1).view(torch.uint8).numpy().data
+            del tensor
+
+
+@dataclass
+class Shard:
+    name: str
+    entries: list[tuple[str, TensorEntry]]  # (output name, source entry), in write order
+    header: bytes
+
+
+class ShardWriter:
+    """Plans the output shards of a stream of kept tensors and writes the pieces into them."""
+
+    def __init__(
+        self,
+        folder: Path,
+        kept: list[tuple[str, TensorEntry]],
+        max_shard_bytes: int,
+        dtype: str | None = None,
+    ) -> None:
+        self.folder, self.dtype = folder, dtype
+        groups: list[list[tuple[str, TensorEntry]]] = [[]]
+        size = 0
+        for item in kept:  # `kept` is in coalesced (fetch) order: shards are runs of it
+            n = item[1].out_nbytes(dtype)
+            if groups[-1] and size + n > max_shard_bytes:
+                groups.append([])
+                size = 0
+            groups[-1].append(item)
+            size += n
+        total = len(groups)
+        names = (
+            ["model.safetensors"]
+            if total == 1
+            else [f"model-{i + 1:05d}-of-{total:05d}.safetensors" for i in range(total)]
+        )
+        self.shards = [Shard(n, g, self._header(g)) for n, g in zip(names, groups, strict=True)]
+        self._shard_of = {id(e): s for s in self.shards for _, e in s.entries}
+
+    def _header(self, group: list[tuple[str, TensorEntry]]) -> bytes:
+        header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
+        offset = 0
+        for name, e in group:
+            n = e.out_nbytes(self.dtype)
+            dtype = self.dtype if self.dtype and e.dtype in FLOAT_DTYPES else e.dtype
+            header[name] = {
+                "dtype": dtype,
+                "shape": list(e.shape),
+                "data_offsets": [offset, offset + n],
+            }
+            offset += n
+        raw = json.dumps(header, separators=(",", ":")).encode()
+        raw += b" " * (-len(raw) % 8)  # the format pads the header so the data is 8-aligned
+        return struct.pack("<Q", len(raw)) + raw
+
+    def write(self, pieces: Pieces) -> None:
+        """Write every piece; tensors of no bytes get none, so each shard is finished in turn."""
+        out = None
+        pending: bytearray | None = None  # one tensor, when its dtype is converted
+        convert = self._converter()
+        try:
+            for shard in self.shards:
+                out = open(self.folder / shard.name, "wb")  # noqa: SIM115 (closed below)
+                out.write(shard.header)
+                wanted = [e for _, e in shard.entries if e.nbytes]
+                for e in wanted:
+                    got = 0
+                    if convert and e.dtype in FLOAT_DTYPES and e.dtype != self.dtype:
+                        pending = bytearray(e.nbytes)
+                    while got < e.nbytes:
+                        entry, buf = next(pieces)
+                        if entry is not e:
+                            raise RuntimeError(f"stream out of order: {entry.name} for {e.name}")
+                        if pending is not None:
+                            pending[got : got + len(buf)] = buf
+                        else:
+                            out.write(buf)
+                        got += len(buf)
+                    if pending is not None and convert is not None:
+                        out.write(convert(pending, e.dtype))
+                        pending = None
+                out.close()
+                out = None
+        finally:
+            if out is not None:
+                out.close()
+
+    def _converter(self) -> Callable[[bytearray, str], bytes] | None:
+        if self.dtype is None:
+            return None
+        import torch
+
+        target = getattr(torch, TORCH_NAMES[self.dtype])
+
+        def convert(buf: bytearray, dtype: str) -> bytes:
+            src = torch.frombuffer(buf, dtype=getattr(torch, TORCH_NAMES[dtype]))
+            return src.to(target).view(torch.uint8).numpy().tobytes()
+
+        return convert
+
+    def index(self) -> dict[str, Any] | None:
+        """model.safetensors.index.json for a sharded output (None for one file)."""
+        if len(self.shards) == 1:
+            return None
+        total = sum(e.out_nbytes(self.dtype) for s in self.shards for _, e in s.entries)
+        weight_map = {name: s.name for s in self.shards for name, _ in s.entries}
+        return {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}
