@@ -173,7 +173,7 @@ def specs_by_name(specs: list[FixtureSpec]) -> dict[str, FixtureSpec]:
 
 
 def fixture_drift(name: str, locked: dict, spec: FixtureSpec, files: dict[str, str]) -> list[dict]:
-    drift = []
+    drift: list[dict[str, Any]] = []
     if {k: locked.get(k) for k in ("kind", "source", "spec")} != spec.locked():
         drift.append(
             {
