@@ -1,4 +1,4 @@
-"""Developer sessions: `nox -s tests`, `lint`, `transformers_matrix`, `coverage`, `bench`.
+"""Developer sessions: `nox -s tests`, `lint`, `transformers_matrix`, `matrix`, `coverage`, `bench`.
 
 Every session installs torch==2.13.0 first so pip takes the local CPU wheel, never a CUDA build.
 """
@@ -43,6 +43,26 @@ def transformers_matrix(session: nox.Session, transformers: str) -> None:
     session.run(
         "pytest", "tests/test_make_tiny_hub_files.py", "tests/test_layer_plans.py", *session.posargs
     )
+
+
+@nox.session
+def matrix(session: nox.Session) -> None:
+    """The shrinker's tests under the latest patch of every transformers minor since the floor.
+
+    One session, one base environment: `tinykit matrix` swaps only transformers per version
+    (cached overlays), and prints a markdown table; `nox -s matrix -- --since 5.20` narrows it.
+    """
+    _install(session)
+    since = (
+        session.posargs[session.posargs.index("--since") + 1]
+        if "--since" in session.posargs
+        else "5.0"
+    )
+    session.run(
+        "tinykit", "matrix", "transformers", "--since", since, "--",
+        "python", "-m", "pytest", "-q", "-x",
+        "tests/test_make_tiny_hub_files.py", "tests/test_layer_plans.py",
+    )  # fmt: skip
 
 
 @nox.session

@@ -42,6 +42,10 @@ class UnsupportedModelError(UsageError):
     """The source cannot be shrunk by tinykit (remote code, unknown model_type, no model class)."""
 
 
+class BisectError(UsageError):
+    """A bisect cannot start as asked: bad ends, nothing between them, no command; exit 2."""
+
+
 class SetupError(TinykitError):
     """The world around the code is not as needed (network, Hub, packages); exit 3."""
 
@@ -54,6 +58,10 @@ class HubError(SetupError, OSError):
 
 class OfflineCacheMiss(HubError, FileNotFoundError):
     """Offline mode is on and the files are not in the cache."""
+
+
+class BisectAborted(SetupError):
+    """A bisect stopped on tinykit's own failure (an install tool or git broke), not a verdict."""
 
 
 class DeviceUnavailableError(SetupError, RuntimeError):

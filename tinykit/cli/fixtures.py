@@ -37,6 +37,17 @@ def register(sub: argparse._SubParsersAction) -> None:
             )
         p.add_argument("--json", action="store_true", help="print JSON")
         p.set_defaults(func=run)
+    c = actions.add_parser(
+        "compat", help="which model fixtures build, load and give the same logits per version"
+    )
+    c.add_argument("names", nargs="*", metavar="NAME", help="fixture names (default: all models)")
+    c.add_argument("--versions", required=True, metavar="A,B,C", help="the releases to compare")
+    c.add_argument("--package", default="transformers", help="the package whose versions vary")
+    c.add_argument("--fixtures-dir", default=None, help="folder holding *.toml specs")
+    c.add_argument("--cache-dir", default=None, help="artifact cache (default: TINYKIT_CACHE)")
+    c.add_argument("--find-links", metavar="DIR", help="a local wheel folder instead of the index")
+    c.add_argument("--json", action="store_true", help="print JSON instead of a markdown table")
+    c.set_defaults(func=run_compat)
 
 
 def run_build(args: argparse.Namespace) -> int:
@@ -57,3 +68,18 @@ def run_lock(args: argparse.Namespace) -> int:
     path = fixture_specs.lock(args.names, args.fixtures_dir, Cache(args.cache_dir), args.fresh)
     emit({"lock": str(path)}, args.json, f"wrote {path}")
     return 0
+
+
+def run_compat(args: argparse.Namespace) -> int:
+    from tinykit.bisect.compat import fixtures_compat
+
+    result = fixtures_compat(
+        [v.strip() for v in args.versions.split(",") if v.strip()],
+        args.names,
+        package=args.package,
+        fixtures_dir=args.fixtures_dir,
+        find_links=args.find_links,
+        artifact_cache=args.cache_dir,
+    )
+    emit(result.to_dict(), args.json, result.markdown())
+    return 0 if result.ok else 1

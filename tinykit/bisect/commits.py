@@ -1,0 +1,253 @@
+"""Bisect a local git clone with `git bisect run` and a wrapper that installs each checkout.
+
+The bisect runs in a throwaway `git worktree` (the clone's own checkout is never touched) and each
+step installs into a private venv layered over this environment (a .pth line makes the base
+packages visible), so the checkout is the only thing that changes. The wrapper
+(`tinykit.bisect.commit_step`) maps outcomes to git's codes: 0 good, 1 bad, 125 skip (install or
+import failure, exit 125, timeout); a package imported from outside the checkout, or any tinykit
+failure, exits 255, which makes git abort the bisect instead of blaming a commit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tinykit.bisect.steps import BAD, GOOD
+from tinykit.errors import BisectAborted, BisectError
+
+__all__ = ["CommitsResult", "bisect_commits", "overlay_venv"]
+
+DEFAULT_INSTALL = "python -m pip install --no-deps --no-build-isolation -e ."
+
+
+@dataclass
+class CommitsResult:
+    repo: str
+    good: str
+    bad: str
+    first_bad: str | None
+    subject: str
+    candidates: list[str]  # when skipped commits leave several: the first bad is one of these
+    skipped: list[str]
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    terms: tuple[str, str] = (GOOD, BAD)
+    log: str = ""
+    seconds: float = 0.0
+
+    @property
+    def found(self) -> bool:
+        return self.first_bad is not None and not self.candidates
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def render(self) -> str:
+        old, new = self.terms
+        lines = [f"{'commit':<10} {'outcome':<8} {'exit':>5} {'time':>7}  subject"]
+        for s in self.steps:
+            shown = s["outcome"].replace(GOOD, old).replace(BAD, new)
+            code = "-" if s["exit_code"] is None else s["exit_code"]
+            lines.append(
+                f"{s['commit'][:10]:<10} {shown:<8} {code:>5} {s['seconds']:6.1f}s  {s['subject']}"
+            )
+            if s.get("note"):
+                lines.append(f"{'':<10} {s['note']}")
+        if self.found:
+            lines.append(f"first {new} commit: {self.first_bad} {self.subject}")
+        else:
+            lines.append(
+                f"undecided: the first {new} commit is one of {', '.join(self.candidates)}"
+            )
+        if self.skipped:
+            lines.append(f"skipped: {', '.join(c[:10] for c in self.skipped)}")
+        lines.append(f"{len(self.steps)} steps, {self.seconds:.1f}s")
+        return "\n".join(lines)
+
+
+def _git(repo: str | Path, *args: str, check: bool = True) -> str:
+    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+    if check and done.returncode != 0:
+        raise BisectAborted(f"git {' '.join(args)} failed in {repo}: {done.stderr.strip()[:200]}")
+    return done.stdout.strip()
+
+
+def _resolve(repo: str, rev: str, from_versions: bool) -> str:
+    names = [f"v{rev}", rev] if from_versions else [rev]
+    for name in names:
+        sha = _git(repo, "rev-parse", "--verify", "--quiet", f"{name}^{{commit}}", check=False)
+        if sha:
+            return sha
+    tags = ", ".join(_git(repo, "tag", "--sort=-creatordate", check=False).splitlines()[:5])
+    raise BisectError(
+        f"{rev!r} is not a commit or tag of {repo}"
+        + (
+            f" (tried {' and '.join(names)}; latest tags: {tags or 'none'})"
+            if from_versions
+            else ""
+        )
+        + ". Give a sha, branch or tag (git -C REPO log --oneline)."
+    )
+
+
+def overlay_venv(folder: Path) -> Path:
+    """A venv whose own installs shadow this environment's packages, which it still sees."""
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(folder)],
+        check=True,
+        capture_output=True,
+    )
+    python = folder / "bin" / "python"
+    site = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    # A .pth line appends the base venv's site-packages: pip, setuptools, torch come from there.
+    base = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    (Path(site) / "_tinykit_base.pth").write_text("\n".join(sorted(base)) + "\n")
+    return python
+
+
+def bisect_commits(
+    repo: str | os.PathLike[str],
+    good: str,
+    bad: str,
+    cmd: Sequence[str],
+    *,
+    install: str | None = DEFAULT_INSTALL,
+    package: str | None = None,
+    from_versions: bool = False,
+    timeout: float | None = None,
+    skip_on: str | None = None,
+    terms: tuple[str, str] = (GOOD, BAD),
+    log: Callable[[str], None] | None = None,
+) -> CommitsResult:
+    """Find the first commit between `good` and `bad` where `cmd` fails."""
+    start = time.perf_counter()
+    repo = str(repo)
+    if not cmd:
+        raise BisectError(
+            "no command to run at each step. Put it after --, e.g. -- pytest -x t.py."
+        )
+    if subprocess.run(
+        ["git", "-C", repo, "rev-parse", "--git-dir"], capture_output=True
+    ).returncode:
+        raise BisectError(f"{repo} is not a git clone. Clone it first (git clone URL {repo}).")
+    good_sha, bad_sha = _resolve(repo, good, from_versions), _resolve(repo, bad, from_versions)
+    if good_sha == bad_sha:
+        raise BisectError(
+            f"the {terms[0]} and {terms[1]} ends are the same commit {good_sha[:10]}."
+        )
+    if subprocess.run(
+        ["git", "-C", repo, "merge-base", "--is-ancestor", good_sha, bad_sha], capture_output=True
+    ).returncode:
+        raise BisectError(
+            f"{good} is not an ancestor of {bad}: give the older commit as --good (to find a "
+            "fix, use --term-old broken --term-new fixed)."
+        )
+    say = log or (lambda _msg: None)
+    tmp = Path(tempfile.mkdtemp(prefix="tinykit-bisect-"))
+    work, steps_log = tmp / "checkout", tmp / "steps.jsonl"
+    try:
+        _git(repo, "worktree", "add", "--detach", str(work), good_sha)
+        python = overlay_venv(tmp / "venv")
+        state = {
+            "install": install,
+            "package": package,
+            "cmd": list(cmd),
+            "timeout": timeout,
+            "skip_on": skip_on,
+            "log": str(steps_log),
+            "venv": str(tmp / "venv"),
+            "checkout": str(work),
+        }
+        (tmp / "state.json").write_text(json.dumps(state))
+        step_cmd = [str(python), "-m", "tinykit.bisect.commit_step", str(tmp / "state.json")]
+        env = {**os.environ, "PYTHONPATH": _tinykit_path()}
+        # Both ends first: a failing good end is the user's mistake, not a bisect answer.
+        for sha, want in ((good_sha, 0), (bad_sha, 1)):
+            _git(work, "checkout", "--quiet", "--detach", sha)
+            code = subprocess.run(step_cmd, cwd=work, env=env).returncode
+            entry = _entries(steps_log)[-1] if steps_log.exists() else {}
+            say(f"{sha[:10]}: {entry.get('outcome', code)}")
+            if code >= 128:
+                raise BisectAborted(
+                    f"the step wrapper failed at {sha[:10]}: {entry.get('note', '')}"
+                )
+            if code != want:
+                name, other = (terms[0], "passes") if want == 0 else (terms[1], "fails")
+                got = entry.get("outcome", str(code))
+                raise BisectError(
+                    f"the {name} end {sha[:10]} is {got}, not {name} ({entry.get('note') or 'exit ' + str(entry.get('exit_code'))}). "
+                    f"Pick an end where the command {other}."
+                )
+        _git(
+            work,
+            "bisect",
+            "start",
+            f"--term-old={terms[0]}",
+            f"--term-new={terms[1]}",
+            bad_sha,
+            good_sha,
+        )
+        done = subprocess.run(
+            ["git", "-C", str(work), "bisect", "run", *step_cmd],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+        bisect_log = _git(work, "bisect", "log", check=False)
+        _git(work, "bisect", "reset", "--quiet", check=False)
+        entries = _entries(steps_log) if steps_log.exists() else []
+        for e in entries[2:]:
+            say(f"{e['commit'][:10]}: {e['outcome']} {e['subject']}")
+        if done.returncode != 0:
+            last = entries[-1].get("note", "") if entries else done.stderr.strip()[-200:]
+            raise BisectAborted(f"git bisect run stopped: {last or done.stdout.strip()[-200:]}")
+        out = done.stdout
+        first = re.search(r"^([0-9a-f]{40}) is the first \S+ commit", out, re.M)
+        candidates = [] if first else re.findall(r"^([0-9a-f]{40})$", out, re.M)
+        first_sha = first.group(1) if first else None
+        return CommitsResult(
+            repo=repo,
+            good=good_sha,
+            bad=bad_sha,
+            first_bad=first_sha,
+            subject=_git(repo, "log", "-1", "--format=%s", first_sha) if first_sha else "",
+            candidates=candidates,
+            skipped=[e["commit"] for e in entries if e["outcome"] not in (GOOD, BAD)],
+            steps=entries,
+            terms=terms,
+            log=bisect_log,
+            seconds=time.perf_counter() - start,
+        )
+    finally:
+        subprocess.run(
+            ["git", "-C", repo, "worktree", "remove", "--force", str(work)], capture_output=True
+        )
+        _git(repo, "worktree", "prune", check=False)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _tinykit_path() -> str:
+    """PYTHONPATH for the wrapper: this tinykit first, whatever the caller had after it."""
+    here = str(Path(__file__).resolve().parents[2])
+    old = os.environ.get("PYTHONPATH")
+    return os.pathsep.join([here] + ([old] if old else []))
+
+
+def _entries(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

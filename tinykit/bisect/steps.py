@@ -1,0 +1,117 @@
+"""Run a bisect predicate (a shell command) and sort its result into good / bad / skip / timeout.
+
+The conventions are git bisect's: exit 0 is good, 125 is "cannot test this one" (skip), any other
+exit is bad. A `--skip-on` regex found in the output also skips (e.g. an ImportError unrelated to
+the bug). `repeat` runs the command N times: a step that both passes and fails is *flaky* and is
+reported as such instead of being guessed either way.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import signal
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+__all__ = ["GOOD", "BAD", "SKIP", "TIMEOUT", "FLAKY", "Run", "Step", "run_step"]
+
+GOOD, BAD, SKIP, TIMEOUT, FLAKY = "good", "bad", "skip", "timeout", "flaky"
+TAIL_CHARS = 2000
+
+
+@dataclass
+class Run:
+    exit_code: int | None  # None: killed on timeout
+    seconds: float
+    outcome: str
+    tail: str
+
+
+@dataclass
+class Step:
+    """One tested point (a version or a commit) and every run of the command there."""
+
+    point: str
+    outcome: str
+    command: str
+    runs: list[Run] = field(default_factory=list)
+    setup_seconds: float = 0.0
+    note: str = ""
+
+    @property
+    def seconds(self) -> float:
+        return self.setup_seconds + sum(r.seconds for r in self.runs)
+
+
+def command_text(cmd: Sequence[str]) -> str:
+    """One argument runs through the shell (pipes, &&); several are an argv, shown quoted."""
+    return cmd[0] if len(cmd) == 1 else shlex.join(cmd)
+
+
+def run_once(
+    cmd: Sequence[str],
+    env: dict[str, str],
+    *,
+    cwd: str | None = None,
+    timeout: float | None = None,
+    skip_on: str | None = None,
+) -> Run:
+    start = time.perf_counter()
+    # A new session so a timeout kills the whole tree (pytest workers, torchrun ranks...).
+    proc = subprocess.Popen(
+        cmd[0] if len(cmd) == 1 else list(cmd),
+        shell=len(cmd) == 1,
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+        start_new_session=True,
+    )
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        return Run(None, time.perf_counter() - start, TIMEOUT, (out or "")[-TAIL_CHARS:])
+    code = proc.returncode
+    if code == 0:
+        outcome = GOOD
+    elif code == 125 or (skip_on and re.search(skip_on, out or "")):
+        outcome = SKIP
+    else:
+        outcome = BAD
+    return Run(code, time.perf_counter() - start, outcome, (out or "")[-TAIL_CHARS:])
+
+
+def combine(outcomes: Sequence[str]) -> str:
+    """One verdict for repeated runs: unanimous, else flaky when good and bad both occurred."""
+    kinds = set(outcomes)
+    if len(kinds) == 1:
+        return outcomes[0]
+    if {GOOD, BAD} <= kinds:
+        return FLAKY
+    if TIMEOUT in kinds:
+        return TIMEOUT
+    return SKIP
+
+
+def run_step(
+    point: str,
+    cmd: Sequence[str],
+    env: dict[str, str],
+    *,
+    repeat: int = 1,
+    cwd: str | None = None,
+    timeout: float | None = None,
+    skip_on: str | None = None,
+) -> Step:
+    runs = [
+        run_once(cmd, env, cwd=cwd, timeout=timeout, skip_on=skip_on) for _ in range(max(1, repeat))
+    ]
+    return Step(point, combine([r.outcome for r in runs]), command_text(cmd), runs)

@@ -1,0 +1,255 @@
+"""Bisect a regression across the *released* versions of one package, all else held fixed.
+
+`bisect_versions("transformers", good="5.0.0", bad="5.3.0", cmd=["pytest", "-x", "t.py"])` lists
+the releases between the ends, checks that the good end passes and the bad end fails, then
+binary-searches the releases in between. Each step runs the command over a cached overlay holding
+only that version of the package (see `tinykit.bisect.envs`). A step that cannot be tested (install
+failure, exit 125, `skip_on`, timeout) or is flaky is set aside and its nearest neighbour is tried
+instead, as `git bisect skip` does. Both ends get an environment capture and their diff.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from packaging.version import Version
+
+from tinykit.bisect.envs import Overlay, overlay
+from tinykit.bisect.releases import list_releases, sort_versions
+from tinykit.bisect.steps import BAD, GOOD, SKIP, Step, command_text, run_step
+from tinykit.errors import BisectError
+
+__all__ = ["VersionsResult", "bisect_versions", "search"]
+
+
+@dataclass
+class VersionsResult:
+    package: str
+    releases: list[str]  # the searched range, good end to bad end
+    first_bad: str | None
+    last_good: str | None
+    undecided: list[str]  # when skips leave several candidates: the first bad is one of these
+    flaky: list[str]
+    skipped: list[str]
+    steps: list[Step] = field(default_factory=list)
+    env_diff: list[dict[str, Any]] = field(default_factory=list)
+    terms: tuple[str, str] = (GOOD, BAD)
+    seconds: float = 0.0
+
+    @property
+    def found(self) -> bool:
+        return self.first_bad is not None and not self.undecided
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def render(self) -> str:
+        old, new = self.terms
+        lines = [f"{'version':<14} {'outcome':<8} {'exit':>5} {'time':>7}  command"]
+        for s in self.steps:
+            codes = ",".join("-" if r.exit_code is None else str(r.exit_code) for r in s.runs)
+            shown = s.outcome.replace(GOOD, old).replace(BAD, new)
+            lines.append(
+                f"{s.point:<14} {shown:<8} {codes or '-':>5} {s.seconds:6.1f}s  {s.command}"
+            )
+            if s.note:
+                lines.append(f"{'':<14} {s.note}")
+        if self.found:
+            lines.append(
+                f"first {new}: {self.package} {self.first_bad} (last {old}: {self.last_good})"
+            )
+        else:
+            lines.append(
+                f"undecided: the first {new} release is one of {', '.join(self.undecided)} "
+                f"(last {old}: {self.last_good}); they could not be tested"
+            )
+        if self.flaky:
+            lines.append(f"flaky (passed and failed on repeat): {', '.join(self.flaky)}")
+        if self.skipped:
+            lines.append(f"skipped: {', '.join(self.skipped)}")
+        for d in self.env_diff[:12]:
+            lines.append(f"env {d['section']}.{d['key']}: {d['a']} -> {d['b']}")
+        lines.append(f"{len(self.steps)} steps, {self.seconds:.1f}s")
+        return "\n".join(lines)
+
+
+def search(points: Sequence[str], test: Callable[[str], str]) -> tuple[int, int, set[int]]:
+    """Binary search for the first bad point; points[0] is known good and points[-1] known bad.
+
+    Returns (last good index, first bad index, untestable indices). An untestable midpoint is set
+    aside and the untested point nearest the middle is tried instead.
+    """
+    lo, hi, untestable = 0, len(points) - 1, set()
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        choices = sorted(
+            (i for i in range(lo + 1, hi) if i not in untestable), key=lambda i: (abs(i - mid), i)
+        )
+        if not choices:
+            break
+        i = choices[0]
+        outcome = test(points[i])
+        if outcome == GOOD:
+            lo = i
+        elif outcome == BAD:
+            hi = i
+        else:
+            untestable.add(i)
+    return lo, hi, untestable
+
+
+def _capture_both(a: Overlay, b: Overlay) -> list[dict[str, Any]]:
+    """`tinykit env capture` inside both ends' environments (in parallel: each imports torch),
+    diffed. The overlay's own PATH/PYTHONPATH entries are the intended difference: left out."""
+    from tinykit.repro.env import diff
+
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = [Path(tmp) / "a.json", Path(tmp) / "b.json"]
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-m", "tinykit", "env", "capture", "-o", str(path)],
+                env=end.environ(),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            for end, path in zip((a, b), paths, strict=True)
+        ]
+        if any(p.wait() != 0 for p in procs) or not all(p.exists() for p in paths):
+            return []
+        entries = diff(*(json.loads(p.read_text()) for p in paths)).entries
+    return [
+        asdict(d)
+        for d in entries
+        if (d.section, d.key) not in (("env", "PATH"), ("env", "PYTHONPATH"))
+    ]
+
+
+def bisect_versions(
+    package: str,
+    good: str,
+    bad: str,
+    cmd: Sequence[str],
+    *,
+    versions: Sequence[str] | None = None,
+    pre: bool = False,
+    repeat: int = 1,
+    timeout: float | None = None,
+    skip_on: str | None = None,
+    terms: tuple[str, str] = (GOOD, BAD),
+    find_links: str | None = None,
+    index_url: str | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    cwd: str | None = None,
+    capture_env: bool = True,
+    log: Callable[[str], None] | None = None,
+) -> VersionsResult:
+    """Find the first release of `package` where `cmd` goes from passing to failing."""
+    import time
+
+    start = time.perf_counter()
+    old, new = terms
+    if not cmd:
+        raise BisectError(
+            "no command to run at each step. Put it after --, e.g. -- pytest -x t.py."
+        )
+    if repeat < 1:
+        raise BisectError(f"--repeat must be at least 1, got {repeat}.")
+    good, bad = str(good), str(bad)
+    if Version(good) == Version(bad):
+        raise BisectError(
+            f"the {old} and {new} ends are the same version {good}. Give two releases."
+        )
+    if Version(good) > Version(bad):
+        raise BisectError(
+            f"the {old} end {good} is newer than the {new} end {bad}. To find a fix, keep the "
+            "older release first and use --term-old broken --term-new fixed."
+        )
+    known = sort_versions(versions) if versions else None
+    if known is None:
+        known = list_releases(package, pre=pre, find_links=find_links, index_url=index_url)
+    for end in (good, bad):
+        if not any(Version(v) == Version(end) for v in known):
+            shown = ", ".join(known[-8:])
+            raise BisectError(
+                f"{package} {end} is not a known release (latest: {shown}). Pick one of those"
+                + ("" if pre else ", or add --pre for pre-releases")
+                + "."
+            )
+    points = [v for v in known if Version(good) <= Version(v) <= Version(bad)]
+    if len(points) < 3:
+        raise BisectError(
+            f"no release of {package} between {good} and {bad}: {bad} is the first {new} one "
+            "already; to go finer, bisect commits (tinykit bisect commits --from-versions)."
+        )
+    say = log or (lambda _msg: None)
+    steps: list[Step] = []
+    envs: dict[str, Overlay] = {}
+
+    def test(version: str) -> str:
+        env = overlay(
+            package, version, find_links=find_links, index_url=index_url, cache_dir=cache_dir
+        )
+        envs[version] = env
+        if env.failed:
+            step = Step(
+                version, SKIP, command_text(cmd), [], env.seconds, f"install failed: {env.error}"
+            )
+        else:
+            step = run_step(
+                version,
+                cmd,
+                env.environ(),
+                repeat=repeat,
+                cwd=cwd,
+                timeout=timeout,
+                skip_on=skip_on,
+            )
+            step.setup_seconds = env.seconds
+            if env.cached:
+                step.note = "base environment" if env.base else "cached environment"
+        steps.append(step)
+        shown = step.outcome.replace(GOOD, old).replace(BAD, new)
+        say(f"{package} {version}: {shown} ({step.seconds:.1f}s)")
+        return step.outcome
+
+    for end, want in ((good, GOOD), (bad, BAD)):
+        got = test(end)
+        if got != want:
+            step = steps[-1]
+            if step.runs:
+                last = (step.runs[-1].tail.strip().splitlines() or [""])[-1][:160]
+                code = step.runs[-1].exit_code
+                why = f"exit {code}" + (f", last line: {last}" if last else "")
+            else:
+                why = step.note
+            expected = old if want == GOOD else new
+            shown = got.replace(GOOD, old).replace(BAD, new)
+            raise BisectError(
+                f"the {expected} end {package} {end} is {shown}, not {expected} ({why}). Pick an "
+                f"end where the command {'passes' if want == GOOD else 'fails'}, or fix the command."
+            )
+    lo, hi, untestable = search(points, test)
+    undecided = [points[i] for i in sorted(untestable) if lo < i < hi]
+    ends = envs[points[lo]], envs[points[hi]]  # both were tested: the ends are checked first
+    env_diff = _capture_both(*ends) if capture_env and not any(e.failed for e in ends) else []
+    return VersionsResult(
+        package=package,
+        releases=points,
+        first_bad=points[hi],
+        last_good=points[lo],
+        undecided=undecided + [points[hi]] if undecided else [],
+        flaky=sorted((s.point for s in steps if s.outcome == "flaky"), key=Version),
+        skipped=sorted((s.point for s in steps if s.outcome not in (GOOD, BAD)), key=Version),
+        steps=steps,
+        env_diff=env_diff,
+        terms=terms,
+        seconds=time.perf_counter() - start,
+    )
