@@ -54,6 +54,11 @@ class FixtureSpec:
 def load_specs(folder: str | os.PathLike[str] | None = None) -> dict[str, FixtureSpec]:
     """Every fixture spec in ``folder/*.toml`` (default: ``default_folder()``), by name."""
     folder = Path(folder) if folder else default_folder()
+    if not folder.is_dir() or not any(folder.glob("*.toml")):
+        raise UsageError(
+            f"Fixture folder {str(folder)!r} {'holds no *.toml specs' if folder.is_dir() else 'does not exist'}. "
+            "Pass --fixtures-dir with the folder of your fixture specs (and lock.json)."
+        )
     specs: dict[str, FixtureSpec] = {}
     for path in sorted(folder.glob("*.toml")):
         try:

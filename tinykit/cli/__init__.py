@@ -18,6 +18,8 @@ import sys
 import traceback
 
 from tinykit import __version__
+from tinykit.cli._args import OneLineParser
+from tinykit.cli._signals import Terminated, stop_on_sigterm
 from tinykit.errors import TinykitError
 
 
@@ -28,6 +30,7 @@ def command_modules() -> list[str]:
 # Exit codes: the TinykitError classes carry theirs; these two belong to the CLI alone.
 EXIT_BUG = 70  # EX_SOFTWARE of sysexits.h: an internal error, not a verdict on the input
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report Ctrl-C
+EXIT_TERMINATED = 143  # 128 + SIGTERM
 
 EXIT_CODES = f"""exit codes:
   0    success
@@ -35,11 +38,12 @@ EXIT_CODES = f"""exit codes:
   2    usage error: a bad argument, option or input
   3    setup error: network, Hub, packages or hardware not as needed
   {EXIT_BUG}   a tinykit bug: please report it (rerun with --debug for the traceback)
-  {EXIT_INTERRUPTED}  interrupted (Ctrl-C)"""
+  {EXIT_INTERRUPTED}  interrupted (Ctrl-C)
+  {EXIT_TERMINATED}  terminated (SIGTERM)"""
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(  # its subparsers are OneLineParsers too
         prog="tinykit",
         description="Tiny random Hub models, tokenizers and datasets for fast, reproducible ML tests.",
         epilog=EXIT_CODES,
@@ -68,14 +72,15 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in argv or bool(os.environ.get("TINYKIT_DEBUG"))
     try:
         args = build_parser().parse_args(argv)
-        return int(args.func(args) or 0)
+        with stop_on_sigterm():  # SIGTERM cleans up as Ctrl-C does: temp folders, servers
+            return int(args.func(args) or 0)
     except TinykitError as e:
         if debug:
             traceback.print_exc()
         print(f"tinykit: error: {type(e).__name__}: {e}", file=sys.stderr)
         return e.exit_code
-    except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as e:  # 128 + the signal number
+        return EXIT_TERMINATED if isinstance(e, Terminated) else EXIT_INTERRUPTED
     except Exception as e:  # anything else escaped the API: a bug, never "a check failed"
         if debug:
             traceback.print_exc()

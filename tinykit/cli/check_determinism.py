@@ -6,6 +6,8 @@ import argparse
 import dataclasses
 
 from tinykit.cli import emit
+from tinykit.cli._args import count, seconds
+from tinykit.errors import TinykitError, UsageError
 
 EXAMPLES = [
     "tinykit check-determinism mypkg.train:two_steps",
@@ -26,7 +28,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="MODULE:FUNCTION",
         help="the function: 'package.module:function' or 'path/file.py:function'",
     )
-    p.add_argument("--runs", type=int, default=2, help="how many runs to compare (default 2)")
+    p.add_argument(
+        "--runs", type=count(2, 100), default=2, help="how many runs to compare (default 2)"
+    )
     p.add_argument(
         "--mode",
         choices=("process", "inprocess"),
@@ -42,6 +46,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="also enable torch deterministic algorithms in each run",
     )
+    p.add_argument(
+        "--timeout",
+        type=seconds,
+        default=None,
+        metavar="SECONDS",
+        help="kill a run that takes longer (process mode) and fail (default: no limit)",
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=run)
 
@@ -49,14 +60,24 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from tinykit.repro.determinism import check_determinism
 
-    report = check_determinism(
-        args.fn,
-        runs=args.runs,
-        mode=args.mode,
-        atol=args.atol,
-        seed=args.seed,
-        deterministic=args.deterministic,
-    )
+    try:
+        report = check_determinism(
+            args.fn,
+            runs=args.runs,
+            mode=args.mode,
+            atol=args.atol,
+            seed=args.seed,
+            deterministic=args.deterministic,
+            timeout=args.timeout,
+        )
+    except TinykitError:
+        raise
+    except Exception as e:  # the API re-raises the function's own error; here it is one line
+        first = next((line for line in str(e).splitlines() if line.strip()), "no message")
+        raise UsageError(
+            f"{args.fn} raised {type(e).__name__}: {first.strip()}. Fix the function "
+            "(TINYKIT_DEBUG=1 shows the traceback)."
+        ) from e
     text = (
         f"deterministic: {report.runs} runs of {report.fn} matched "
         f"({'bitwise' if not report.atol else f'atol={report.atol}'}; {report.records} records "

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 
 from tinykit.cli import emit
+from tinykit.cli._args import count, seconds
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,14 +29,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--timeout",
-        type=float,
+        type=seconds,
         default=60.0,
         metavar="SECONDS",
         help="process-group timeout: a silent peer fails the check after it (default 60)",
     )
     p.add_argument(
         "--nproc",
-        type=int,
+        type=count(1, 64),
         default=2,
         metavar="N",
         help="ranks to start when not launched by torchrun (default 2)",

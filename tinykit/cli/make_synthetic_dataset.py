@@ -25,7 +25,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "source", nargs="?", help="Hub dataset id, folder or data file to copy the schema of"
     )
     what.add_argument("--features", metavar="JSON", help="file holding Features.to_dict() as JSON")
-    p.add_argument("--rows", type=int, default=20, help="rows per split (default: 20)")
+    p.add_argument(
+        "--rows",
+        type=int,
+        default=20,
+        help="rows per split, 1-10000 (default: 20)",
+    )
     p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     p.add_argument("-o", "--out", help="output folder (default: ./synthetic-dataset)")
     p.add_argument("--force", action="store_true", help="replace an existing output folder")
@@ -35,11 +40,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from tinykit.cli import emit
-    from tinykit.dataset.synthetic import make_synthetic_dataset
+    from tinykit.dataset.synthetic import make_synthetic_dataset, read_features_file
     from tinykit.dataset.write import summarize
 
     out = make_synthetic_dataset(
-        args.features or args.source,
+        read_features_file(args.features) if args.features else args.source,
         rows=args.rows,
         out=args.out,
         seed=args.seed,

@@ -21,7 +21,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("source", nargs="+", help="Hub dataset id (org/name), folder, or data files")
-    p.add_argument("--rows", type=int, default=20, help="rows per split (default: 20)")
+    p.add_argument(
+        "--rows",
+        type=int,
+        default=20,
+        help="rows per split, 1-10000 (default: 20)",
+    )
     p.add_argument(
         "--config",
         action="extend",

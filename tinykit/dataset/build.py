@@ -13,7 +13,7 @@ from pathlib import Path
 from tinykit.dataset import source as sources
 from tinykit.dataset.media import shrink_row
 from tinykit.dataset.select import pick_rows
-from tinykit.dataset.write import Card, Split, check_target, write_dataset
+from tinykit.dataset.write import MAX_ROWS, Card, Split, check_target, write_dataset
 from tinykit.errors import UsageError
 
 DEFAULT_ROWS = 20
@@ -43,6 +43,10 @@ def make_tiny_dataset(
     """
     if isinstance(rows, bool) or not isinstance(rows, int) or rows <= 0:
         raise UsageError(f"rows={rows!r} is not a positive integer. Pass --rows 1 or more.")
+    if rows > MAX_ROWS:  # tiny datasets: more is a typo, and would read or draw for minutes
+        raise UsageError(
+            f"rows={rows} is over the limit of {MAX_ROWS}. Pass --rows {MAX_ROWS} or fewer."
+        )
     out = Path(out) if out is not None else Path(f"tiny-{_name_of(source)}")
     check_target(out, overwrite)
     src = sources.resolve(source, revision)

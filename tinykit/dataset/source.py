@@ -283,6 +283,10 @@ def _reading(what: str) -> Iterator[None]:
         yield
     except UsageError:
         raise
+    except StopIteration as e:  # datasets peeks at the first table of an empty file
+        raise UsageError(
+            f"{what} has no rows (an empty data file). Point tinykit at files that hold data."
+        ) from e
     except FileNotFoundError as e:
         raise UsageError(
             f"No data files found in {what}: {_first_line(e)}. "

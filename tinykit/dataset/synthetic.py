@@ -9,14 +9,18 @@ imported; that would make the output depend on the caller's process, so it is sw
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shlex
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from random import Random
 from typing import Any
 
 from tinykit.dataset import source as sources
-from tinykit.dataset.write import Card, Split, check_target, write_dataset
+from tinykit.dataset.write import MAX_ROWS, Card, Split, check_target, write_dataset
 from tinykit.errors import UsageError
 
 DEFAULT_ROWS = 20
@@ -39,16 +43,21 @@ def make_synthetic_dataset(
     """
     if isinstance(rows, bool) or not isinstance(rows, int) or rows <= 0:
         raise UsageError(f"rows={rows!r} is not a positive integer. Pass --rows 1 or more.")
+    if rows > MAX_ROWS:  # tiny datasets: more is a typo, and would read or draw for minutes
+        raise UsageError(
+            f"rows={rows} is over the limit of {MAX_ROWS}. Pass --rows {MAX_ROWS} or fewer."
+        )
     out = Path(out) if out is not None else Path("synthetic-dataset")
     check_target(out, overwrite)
     schemas, described, revision = _schemas(features_or_source)
-    tables = {
-        config: [
-            Split(split, features, draw_rows(features, rows, f"{seed}/{config}/{split}"))
-            for split, features in splits.items()
-        ]
-        for config, splits in schemas.items()
-    }
+    with _private_hypothesis_home():
+        tables = {
+            config: [
+                Split(split, features, draw_rows(features, rows, f"{seed}/{config}/{split}"))
+                for split, features in splits.items()
+            ]
+            for config, splits in schemas.items()
+        }
     import hypothesis
 
     card = Card(
@@ -64,6 +73,29 @@ def make_synthetic_dataset(
         ),
     )
     return write_dataset(out, tables, card, overwrite)
+
+
+@contextlib.contextmanager
+def _private_hypothesis_home() -> Iterator[None]:
+    """Hypothesis caches unicode tables under ./.hypothesis/: a command must not litter the
+    user's working directory, so they go under tinykit's cache (kept: they take seconds to
+    compute), or a temp folder where that cannot be written."""
+    from hypothesis import configuration
+
+    name = "__hypothesis_home_directory"  # a module global: not name-mangled
+    saved = getattr(configuration, name, None)
+    root = os.environ.get("TINYKIT_CACHE") or Path.home() / ".cache" / "tinykit"
+    with tempfile.TemporaryDirectory(prefix="tinykit-hypothesis-") as tmp:
+        home = Path(root) / "hypothesis"
+        try:
+            home.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            home = Path(tmp)
+        configuration.set_hypothesis_home_dir(home)
+        try:
+            yield
+        finally:
+            setattr(configuration, name, saved)
 
 
 def draw_rows(features: Any, n: int, seed: int | str) -> list[dict]:
@@ -131,6 +163,30 @@ def _schemas(spec: Any) -> tuple[dict[str, dict[str, Any]], str, str | None]:
         )
         schemas[config] = {split: features for split in pools}
     return schemas, f"the schema of `{src.spec}`", src.revision
+
+
+def read_features_file(path: str | Path) -> dict:
+    """The `Features.to_dict()` mapping in a .json file; anything else is a UsageError (a list
+    of rows there would otherwise be taken for a data file, and give another schema)."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise UsageError(
+            f"Cannot read --features {str(path)!r}: {e.strerror}. Check the path."
+        ) from e
+    except ValueError as e:
+        raise UsageError(f"--features {str(path)!r} is not JSON: {e}. Fix the file.") from e
+    if (
+        not isinstance(data, dict)
+        or not data
+        or not all(isinstance(v, dict) for v in data.values())
+    ):
+        raise UsageError(
+            f"--features {str(path)!r} holds a {type(data).__name__}, not a Features mapping. Pass "
+            '`Features.to_dict()` output, e.g. {"text": {"dtype": "string", "_type": "Value"}}.'
+        )
+    return data
 
 
 def _is_features_file(path: Path) -> bool:

@@ -10,12 +10,12 @@ or absolute paths go into the files, so the same rows give byte-identical output
 from __future__ import annotations
 
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tinykit.errors import UsageError
+from tinykit.staging import move_into_place, output_errors, staging_folder
 
 
 @dataclass
@@ -39,6 +39,9 @@ class Card:
     extra_yaml: dict = field(default_factory=dict)
 
 
+MAX_ROWS = 10_000  # rows per split: the bound of make-tiny-dataset and make-synthetic-dataset
+
+
 def check_target(out: Path, overwrite: bool) -> None:
     """Refuse an existing, non-empty target before any work is done."""
     if out.exists() and not out.is_dir():
@@ -58,17 +61,16 @@ def data_path(config: str, split: str) -> str:
 def write_dataset(out: Path, configs: dict[str, list[Split]], card: Card, overwrite: bool) -> Path:
     """Write every config/split and the card into `out`, atomically."""
     check_target(out, overwrite)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    try:
-        for config, splits in configs.items():
-            for split in splits:
-                split.num_bytes = _write_parquet(tmp / data_path(config, split.name), split)
-        (tmp / "README.md").write_text(render_card(configs, card), encoding="utf-8")
-        _replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    with output_errors(out):
+        tmp = staging_folder(out)  # stale `.<name>.tmp-*` of killed runs are removed here
+        try:
+            for config, splits in configs.items():
+                for split in splits:
+                    split.num_bytes = _write_parquet(tmp / data_path(config, split.name), split)
+            (tmp / "README.md").write_text(render_card(configs, card), encoding="utf-8")
+            move_into_place(tmp, out, overwrite=overwrite)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     return out
 
 
@@ -89,16 +91,6 @@ def _write_parquet(path: Path, split: Split) -> int:
         ) from e
     pq.write_table(table, path, row_group_size=max(1, len(split.rows)))
     return table.nbytes
-
-
-def _replace(tmp: Path, out: Path) -> None:
-    if out.exists():
-        trash = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
-        out.rename(trash / "old")
-        tmp.rename(out)
-        shutil.rmtree(trash, ignore_errors=True)
-    else:
-        tmp.rename(out)
 
 
 def render_card(configs: dict[str, list[Split]], card: Card) -> str:

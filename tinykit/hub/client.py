@@ -252,7 +252,9 @@ _CLIENT_PACKAGES = ("huggingface_hub", "transformers", "datasets")
 
 
 @contextlib.contextmanager
-def use_endpoint(endpoint: str, *, cache_dir: Path | None = None) -> Iterator[None]:
+def use_endpoint(
+    endpoint: str, *, cache_dir: Path | None = None, token: str | None = None
+) -> Iterator[None]:
     """Point huggingface_hub, transformers and datasets in this process at `endpoint`.
 
     These libraries read HF_ENDPOINT once, at import, and copy it around. This sets the env
@@ -261,7 +263,8 @@ def use_endpoint(endpoint: str, *, cache_dir: Path | None = None) -> Iterator[No
     redirects, the shared `HfApi` instance and cached `HfFileSystem` instances. Offline mode
     is turned off in-process, and `datasets` loses its two outside lookups. Everything is
     restored on exit. `cache_dir`, if given, replaces the Hub download cache (a fresh cache
-    makes the request log complete: no cache hit hides a request).
+    makes the request log complete: no cache hit hides a request). `token`, if given, becomes
+    HF_TOKEN (a loopback Hub's write token: `HubServer.token`).
     """
     from urllib.parse import urlsplit
 
@@ -285,6 +288,8 @@ def use_endpoint(endpoint: str, *, cache_dir: Path | None = None) -> Iterator[No
     env = {**CLIENT_ENV, "HF_ENDPOINT": endpoint}
     if cache_dir is not None:
         env["HF_HUB_CACHE"] = str(cache_dir)
+    if token is not None:
+        env["HF_TOKEN"] = token
     saved_env = {k: os.environ.get(k) for k in [*env, "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"]}
     os.environ.update(env)
     os.environ.pop("HF_HUB_OFFLINE", None)

@@ -19,6 +19,7 @@ from tinykit.model import provenance
 from tinykit.model.config import ShrunkConfig, remap_token_ids, shrink_config
 from tinykit.model.spec import ShrinkSpec
 from tinykit.source import Source, resolve
+from tinykit.staging import move_into_place, output_errors, staging_folder
 
 if TYPE_CHECKING:
     from tinykit.tokenizer.build import TinyTokenizer
@@ -134,15 +135,14 @@ def build(
         raise UsageError(
             f"output folder {target} already exists. Pass --force to replace it, or pick another -o."
         )
-    tmp = target.parent / f".{target.name}.tmp-tinykit"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    try:
-        result = _build_into(tmp, src, spec, recipes, trust_remote_code)
-        provenance.write(tmp, src, spec, result, recipes)
-        _replace(tmp, target)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    with output_errors(target):
+        tmp = staging_folder(target)  # unique per run: two runs into one folder never collide
+        try:
+            result = _build_into(tmp, src, spec, recipes, trust_remote_code)
+            provenance.write(tmp, src, spec, result, recipes)
+            move_into_place(tmp, target, overwrite=force)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     result.path = target
     result.files = provenance.file_table(target)
     result.bytes = sum(f["bytes"] for f in result.files.values())
@@ -315,14 +315,3 @@ def _copy_tokenizer(src: Source, tmp: Path) -> None:
             and not path.name.endswith(WEIGHT_SUFFIXES)
         ):
             shutil.copyfile(path, tmp / path.name)
-
-
-def _replace(tmp: Path, target: Path) -> None:
-    """Move the finished folder into place; an existing target is swapped out, then removed."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    old = target.parent / f".{target.name}.old-tinykit"
-    if target.exists():
-        shutil.rmtree(old, ignore_errors=True)
-        target.rename(old)
-    tmp.rename(target)
-    shutil.rmtree(old, ignore_errors=True)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tinykit.errors import TinykitError
+from tinykit.errors import TinykitError, UsageError
 
 TEXT_MAPPINGS = (
     "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES",
@@ -47,6 +47,13 @@ def sweep(model_types: list[str] | None = None, **spec: Any) -> Iterator[Coverag
     from tinykit.model.build import build
     from tinykit.model.verify import verify
 
+    known = text_model_types()
+    unknown = [t for t in model_types or [] if t not in known]
+    if unknown:  # a typo would otherwise "fail" as a row and the sweep exit 0
+        raise UsageError(
+            f"Unknown text model type(s) {', '.join(unknown)}: transformers maps no causal, "
+            "masked or seq2seq LM class to them. Run `tinykit coverage` without names to see all."
+        )
     with tempfile.TemporaryDirectory(prefix="tinykit-coverage-") as tmp:
         for model_type in model_types or text_model_types():
             started = time.perf_counter()

@@ -68,9 +68,10 @@ def verify(path: str | Path, *, raise_on_failure: bool = False) -> VerifyReport:
     report.bytes = sum(p.stat().st_size for p in folder.iterdir() if p.is_file())
     try:
         config = transformers.AutoConfig.from_pretrained(folder)
-    except Exception as e:  # a broken config.json is a finding about the folder, not a crash
-        report.problems.append(f"config.json does not load: {one_line(e)}")
-        return _finish(report, raise_on_failure)
+    except (OSError, ValueError, KeyError) as e:  # not a model folder at all: bad input
+        raise UsageError(
+            f"{folder}/config.json cannot be read: {one_line(e)}. Rebuild it with make-tiny."
+        ) from e
     arch = (config.architectures or [None])[0]
     cls = getattr(transformers, arch or "", None) or transformers.AutoModel
     report.model_class = getattr(cls, "__name__", str(cls))
@@ -125,7 +126,7 @@ def load_model(cls: Any, folder: Path, report: VerifyReport) -> Any | None:
             f"{key} is {tuple(saved)} in the weights but {tuple(expected)} by config.json"
             for key, saved, expected in mismatched
         )
-        report.problems.append(f"the weights do not match config.json: {shapes}")
+        report.problems.append(f"the weights do not load: they do not match config.json: {shapes}")
         return None
     return model
 

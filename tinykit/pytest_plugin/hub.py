@@ -7,7 +7,8 @@
 
 Each test gets an empty view (no repos, faults or gates, an empty request log) and a fresh Hub
 download cache, so no cache hit hides a request. Clients imported before the fixture started
-are repointed in-process (`tinykit.hub.client.use_endpoint`), and subprocesses inherit HF_ENDPOINT.
+are repointed in-process (`tinykit.hub.client.use_endpoint`), and subprocesses inherit HF_ENDPOINT
+and HF_TOKEN (the server's write token: pushes need it).
 Nothing heavy is imported until a test asks for the fixture.
 """
 
@@ -45,6 +46,8 @@ def tiny_hub(
     base = tmp_path_factory.mktemp("tiny-hub")
     (base / "repos").mkdir()
     tiny_hub_server.reset(base / "repos")
-    with use_endpoint(tiny_hub_server.endpoint, cache_dir=base / "hf-cache"):
+    with use_endpoint(
+        tiny_hub_server.endpoint, cache_dir=base / "hf-cache", token=tiny_hub_server.token
+    ):
         yield tiny_hub_server
     tiny_hub_server.reset(base / "repos")

@@ -65,6 +65,7 @@ def check_determinism(
     *,
     seed: int = 0,
     deterministic: bool = False,
+    timeout: float | None = None,
 ) -> DeterminismReport:
     """Run `fn` `runs` times under the same seed and compare every module's outputs and gradients.
 
@@ -77,6 +78,8 @@ def check_determinism(
         atol: 0 compares bitwise; otherwise elementwise |a - b| <= atol.
         seed: the seed given to `seed_everything` before each run.
         deterministic: also switch torch to deterministic algorithms in each run.
+        timeout: seconds the runs may take in process mode; past it they are killed and the
+            check fails with ChildProcessFailed (None: no limit).
 
     Returns:
         A `DeterminismReport` with `equal=True`.
@@ -95,10 +98,14 @@ def check_determinism(
         )
     if atol < 0:
         raise UsageError(f"check_determinism(atol={atol}) is negative. Pass atol=0 for bitwise.")
+    if timeout is not None and not 0 < timeout <= 86400:
+        raise UsageError(
+            f"check_determinism(timeout={timeout}) is out of range. Pass 0 < seconds <= 86400."
+        )
     ref = fn if isinstance(fn, str) else _reference(fn) if mode == "process" else describe(fn)
     keep_values = atol > 0
     if mode == "process":
-        results = _run_in_processes(ref, runs, seed, deterministic, keep_values)
+        results = _run_in_processes(ref, runs, seed, deterministic, keep_values, timeout)
     else:
         call = resolve(fn) if isinstance(fn, str) else fn
         results = [record_run(call, seed, deterministic, keep_values) for _ in range(runs)]
@@ -318,7 +325,7 @@ def recorded_run(
 
 
 def _run_in_processes(
-    ref: str, runs: int, seed: int, deterministic: bool, keep_values: bool
+    ref: str, runs: int, seed: int, deterministic: bool, keep_values: bool, timeout: float | None
 ) -> list[tuple[list[Record], float]]:
     # All runs start at once: each pays for importing torch (seconds), and they share no state.
     children = [
@@ -326,7 +333,11 @@ def _run_in_processes(
         for _ in range(runs)
     ]
     try:
-        return [child.result() for child in children]
+        deadline = None if timeout is None else time.monotonic() + timeout  # for all runs
+        return [
+            child.result(None if deadline is None else max(0.1, deadline - time.monotonic()))
+            for child in children
+        ]
     finally:
         for child in children:
             if child.proc.poll() is None:

@@ -99,14 +99,17 @@ def _write_atomic(path: Path, text: str) -> None:
             f"cannot write the environment bundle to {path}: directory {path.parent} "
             "does not exist. Create it first (mkdir -p) or pick another -o path."
         )
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    from tinykit.staging import output_errors
+
+    with output_errors(path):  # disk full, read-only: one line, and no temp file left
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
 
 
 def _python() -> dict[str, Any]:

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import json
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from tinykit.errors import TinyArtifactInvalid, UsageError
+from tinykit.staging import move_into_place, output_errors, staging_folder
 from tinykit.tokenizer import edit as tjson
 from tinykit.tokenizer import files as files_fmt
 from tinykit.tokenizer.source import (
@@ -203,8 +203,12 @@ def make_tiny_tokenizer(
             f"output folder {out} already exists. tinykit does not overwrite it. "
             "Pass --force (force=True) or another -o/out."
         )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    with output_errors(out):
+        return _build_into(out, src, name, revision, vocab, model_type, method, force)
+
+
+def _build_into(out, src, name, revision, vocab, model_type, method, force) -> Path:
+    staging = staging_folder(out)
     try:
         result = shrink_tokenizer(src, staging, vocab=vocab, model_type=model_type, method=method)
         (staging / "tinykit-tokenizer.json").write_text(
@@ -225,10 +229,7 @@ def make_tiny_tokenizer(
             + "\n",
             "utf-8",
         )
-        if out.exists():
-            shutil.rmtree(out)
-        staging.rename(out)
+        move_into_place(staging, out, overwrite=force)
     finally:
-        if staging.exists():
-            shutil.rmtree(staging)
+        shutil.rmtree(staging, ignore_errors=True)
     return out

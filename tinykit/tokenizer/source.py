@@ -263,7 +263,14 @@ def _from_tokenizer_json(f: _Folder) -> Source | None:
         return None
     from tokenizers import Tokenizer
 
-    tj = json.loads(Tokenizer.from_file(str(f.path / "tokenizer.json")).to_str())
+    try:
+        tj = json.loads(Tokenizer.from_file(str(f.path / "tokenizer.json")).to_str())
+    except Exception as e:  # tokenizers raises a bare Exception for a corrupt file
+        raise UsageError(
+            f"{f.path / 'tokenizer.json'} is not a tokenizer the tokenizers library reads: "
+            f"{str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}. "
+            "Point at an intact tokenizer folder."
+        ) from e
     # Llama-3 repos ship original/tokenizer.model (tiktoken) next to tokenizer.json
     tiktoken = next((n for n in files_fmt.TIKTOKEN_NAMES if _is_tiktoken(f.path / n)), None)
     return Source(

@@ -9,12 +9,19 @@
 Two listening sockets, both on 127.0.0.1: the Hub itself, and a second origin standing in for
 the CDN that LFS files are redirected to (so the client's "other origin" code path runs, and
 the authorization header is dropped as it is in production). Standard library only.
+
+Writes (create-repo, commit, LFS upload) need `Authorization: Bearer <hub.token>` (a fresh
+random token unless one is passed; `hub.client_env` carries it as HF_TOKEN), or are refused
+altogether with `read_only=True`. Reads are open to loopback clients; any request with a
+non-loopback `Origin` or `Host` (a web page, DNS rebinding) is refused.
 """
 
 from __future__ import annotations
 
 import contextlib
+import secrets
 import shutil
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from http.server import ThreadingHTTPServer
@@ -30,9 +37,20 @@ __all__ = ["Fault", "HubServer", "RequestLog", "RequestRecord", "is_weight_file"
 LOOPBACK = "127.0.0.1"
 
 
+MAX_BODY = 1 << 30  # 1 GiB: a request body over it is refused with 413 before it is read
+READ_TIMEOUT = 30.0  # seconds without a byte from a client before its request is dropped
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True  # snapshot_download uses 8 threads; a stuck client must not block close()
     allow_reuse_address = True
+    request_queue_size = 1024  # listen backlog: the default 5 resets connections under load
+
+    def handle_error(self, request, client_address) -> None:
+        # A client that went away or stalled is not news; anything else is one line, no traceback.
+        error = sys.exc_info()[1]
+        if not isinstance(error, (ConnectionError, TimeoutError)):
+            print(f"tinykit hub: {type(error).__name__}: {error}", file=sys.stderr)
 
 
 class HubServer:
@@ -43,6 +61,11 @@ class HubServer:
         root: Path,
         port: int = 0,
         on_request: Callable[[RequestRecord], None] | None = None,
+        *,
+        token: str | None = None,
+        read_only: bool = False,
+        max_body: int = MAX_BODY,
+        read_timeout: float = READ_TIMEOUT,
     ) -> None:
         root = Path(root)
         if not root.is_dir():
@@ -51,10 +74,16 @@ class HubServer:
                 "Pass a folder laid out as <org>/<name>/<files> "
                 "(datasets under datasets/<org>/<name>/)."
             )
+        if not 0 <= port <= 65535:
+            raise UsageError(
+                f"Cannot listen on port {port}: ports are 0-65535. Pick another --port, or 0 for a free one."
+            )
         self.store = RepoStore(root)
         self.log = RequestLog(on_request)
         self.faults = FaultList()
-        handler = type("BoundHubHandler", (HubHandler,), {"hub": self})
+        self.token = token or f"hf_tinykit_{secrets.token_urlsafe(24)}"
+        self.read_only, self.max_body = read_only, max_body
+        handler = type("BoundHubHandler", (HubHandler,), {"hub": self, "timeout": read_timeout})
         try:
             self._hub = _Server((LOOPBACK, port), handler)
         except OSError as e:
@@ -75,6 +104,13 @@ class HubServer:
     @property
     def port(self) -> int:
         return self._hub.server_address[1]
+
+    @property
+    def client_env(self) -> dict[str, str]:
+        """What a client process needs: HF_ENDPOINT, HF_TOKEN (writes), Xet off, no telemetry."""
+        from tinykit.hub.client import CLIENT_ENV
+
+        return {"HF_ENDPOINT": self.endpoint, "HF_TOKEN": self.token, **CLIENT_ENV}
 
     # -- what to serve, and how to misbehave (the `tiny_hub` fixture exposes these) -----------
 
@@ -117,12 +153,14 @@ class HubServer:
         self.log.clear()
 
     def close(self) -> None:
-        for s in (self._hub, self._cdn):
-            s.shutdown()
-            s.server_close()
-        for t in self._threads:
-            t.join(timeout=5)
-        shutil.rmtree(self.store.lfs_objects, ignore_errors=True)
+        try:
+            for s in (self._hub, self._cdn):
+                s.shutdown()
+                s.server_close()
+            for t in self._threads:
+                t.join(timeout=5)
+        finally:  # uploaded LFS objects live outside the served folder: never left behind
+            shutil.rmtree(self.store.lfs_objects, ignore_errors=True)
 
     def __enter__(self) -> HubServer:
         return self
@@ -136,7 +174,9 @@ def serve(
     root: str | Path,
     port: int = 0,
     on_request: Callable[[RequestRecord], None] | None = None,
+    **options: object,
 ) -> Iterator[HubServer]:
-    """Serve the folder tree `root` on 127.0.0.1 (`port=0`: a free port) until the block ends."""
-    with HubServer(Path(root), port, on_request) as hub:
+    """Serve the folder tree `root` on 127.0.0.1 (`port=0`: a free port) until the block ends.
+    `options`: token, read_only, max_body, read_timeout (see `HubServer`)."""
+    with HubServer(Path(root), port, on_request, **options) as hub:  # type: ignore[arg-type]
         yield hub

@@ -8,11 +8,15 @@ of a repo is served). Ids are matched case-insensitively, as the real Hub does.
 Commit shas are derived from the content (repo, revision name, every path and blob id), so a
 client's cached snapshot goes stale exactly when a served file changes. Pushes write into the
 root; a push to a mounted repo first copies it there, so a mounted source is never modified.
+
+Nothing outside the served folders is ever read or written: repo ids are checked part by part
+(`guard.check_repo_id`), and every path is resolved and must stay inside the root (or the
+mounted folder). Symlinks are resolved and contained: one whose target is inside is served as
+that file, one that points outside is left out, as if absent.
 """
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import os
 import shutil
@@ -21,6 +25,9 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+
+from tinykit.hub.server import commit as commits
+from tinykit.hub.server.guard import Refused, bad_request, check_repo_id
 
 URL_PREFIX = {"model": "", "dataset": "datasets/", "space": "spaces/"}
 
@@ -164,6 +171,7 @@ class RepoStore:
 
     def __init__(self, root: Path) -> None:
         self._lock = threading.RLock()
+        self._repo_locks: dict[str, threading.Lock] = {}
         self._hashes: dict[
             tuple[str, int, int], tuple[str, str]
         ] = {}  # survives resets: pure cache
@@ -214,6 +222,10 @@ class RepoStore:
             return mounted
         if revision != "main" or repo_id.count("/") != 1:
             return None
+        try:
+            check_repo_id(*repo_id.split("/"))
+        except Refused:
+            return None  # the handler refuses such ids; here they are simply not served
         base = self.root / URL_PREFIX[repo_type] if URL_PREFIX[repo_type] else self.root
         found = base
         for part in repo_id.split("/"):
@@ -221,6 +233,8 @@ class RepoStore:
             if match is None:
                 return None
             found = match
+        if not found.resolve().is_relative_to(self.root.resolve()):
+            return None  # a repo folder that is a symlink to elsewhere: not served
         canonical = "/".join(found.relative_to(base).parts)
         return canonical, found
 
@@ -258,9 +272,13 @@ class RepoStore:
         canonical, folder = located
         hidden = {p for (t, rid, p) in self._hidden if t == repo_type and rid == repo_id.lower()}
         files = {}
+        inside = folder.resolve()
         for local in sorted(_walk(folder)):
             path = local.relative_to(folder).as_posix()
-            if path not in hidden:
+            # os.walk does not follow folder symlinks, so only a file symlink can point away
+            if path in hidden or (os.path.islink(local) and not _contained(local, inside)):
+                continue
+            if local.is_file():
                 files[path] = self._entry(path, local)
         digest = hashlib.sha1(f"{repo_type}/{canonical}@{revision}\n".encode())
         for entry in files.values():
@@ -294,10 +312,14 @@ class RepoStore:
 
     def create(self, repo_type: str, repo_id: str) -> bool:
         """Create an empty repo under the root; False if it already exists."""
+        check_repo_id(*repo_id.split("/", 1))
         with self._lock:
             if self.exists(repo_type, repo_id):
                 return False
-            (self.root / URL_PREFIX[repo_type] / repo_id).mkdir(parents=True, exist_ok=True)
+            folder = self.root / URL_PREFIX[repo_type] / repo_id
+            if not _contained(folder.parent, self.root.resolve()):
+                raise bad_request(f"cannot create {repo_id!r}: its folder leaves the root")
+            folder.mkdir(parents=True, exist_ok=True)
             return True
 
     def writable_folder(self, repo_type: str, repo_id: str, revision: str) -> Path:
@@ -312,6 +334,8 @@ class RepoStore:
                 target = self.root / URL_PREFIX[repo_type] / canonical
                 if snap.revision != "main":
                     target = self.root / "_revisions" / repo_type / canonical / snap.revision
+                if not target.resolve().is_relative_to(self.root.resolve()):
+                    raise bad_request(f"cannot write revision {snap.revision!r}: outside the root")
                 if target.resolve() != folder.resolve():
                     shutil.rmtree(target, ignore_errors=True)
                     shutil.copytree(folder, target, ignore=shutil.ignore_patterns(*_SKIPPED_DIRS))
@@ -322,33 +346,30 @@ class RepoStore:
     def commit(
         self, repo_type: str, repo_id: str, revision: str, operations: list[dict]
     ) -> Snapshot:
-        """Apply ndjson commit operations (file, lfsFile, deletedFile, deletedFolder)."""
+        """Apply ndjson commit operations (file, lfsFile, deletedFile, deletedFolder), all or
+        none: the whole commit is checked first, then swapped in (`commit.apply`)."""
+        planned = commits.plan(operations, self.lfs_object)
+        folder = self.writable_folder(repo_type, repo_id, revision)
         with self._lock:
-            folder = self.writable_folder(repo_type, repo_id, revision)
-            for op in operations:
-                key, value = op["key"], op["value"]
-                target = _inside(folder, value["path"])
-                if key == "file":
-                    _write_atomic(target, base64.b64decode(value["content"]))
-                elif key == "lfsFile":
-                    _write_atomic(target, self.lfs_object(value["oid"]).read_bytes())
-                elif key == "deletedFile":
-                    target.unlink(missing_ok=True)
-                elif key == "deletedFolder":
-                    shutil.rmtree(target, ignore_errors=True)
-                else:
-                    raise ValueError(f"unsupported commit operation {key!r}")
-            return self.snapshot(repo_type, repo_id, revision)
+            repo_lock = self._repo_locks.setdefault(str(folder), threading.Lock())
+        # Staging copies the repo: reads (and commits to other repos) go on meanwhile; only
+        # the swap itself holds the store lock, so no snapshot sees a half-swapped folder.
+        with repo_lock:
+            staged = commits.stage(folder, planned)
+            with self._lock:
+                commits.swap(staged, folder)
+                return self.snapshot(repo_type, repo_id, revision)
 
     def lfs_object(self, oid: str) -> Path:
         if len(oid) != 64 or any(c not in "0123456789abcdef" for c in oid):
-            raise ValueError(f"bad LFS oid {oid!r}")
+            raise bad_request(f"bad LFS oid {oid[:80]!r}: expected 64 lowercase hex digits")
         return self.lfs_objects / oid
 
     def store_lfs_object(self, oid: str, data: bytes) -> None:
+        path = self.lfs_object(oid)
         if hashlib.sha256(data).hexdigest() != oid:
-            raise ValueError(f"LFS upload does not match its oid {oid}")
-        _write_atomic(self.lfs_object(oid), data)
+            raise bad_request(f"LFS upload does not match its oid {oid}")
+        _write_atomic(path, data)
 
 
 def _child_casefold(folder: Path, name: str) -> Path | None:
@@ -369,11 +390,8 @@ def _walk(folder: Path):
             yield Path(dirpath) / name
 
 
-def _inside(folder: Path, path: str) -> Path:
-    target = (folder / path).resolve()
-    if not target.is_relative_to(folder.resolve()) or target == folder.resolve():
-        raise ValueError(f"path {path!r} leaves the repository")
-    return target
+def _contained(path: Path, inside: Path) -> bool:
+    return path.resolve().is_relative_to(inside)
 
 
 def _write_atomic(target: Path, data: bytes) -> None:

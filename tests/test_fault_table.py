@@ -1,0 +1,385 @@
+"""The fault table: every command, fed what an unlucky user or a hostile input gives it, ends in
+its exit code and exactly one stderr line (no traceback), and leaves the disk as it was.
+
+Most rows call the CLI in this process (`tinykit.cli.main`), which is the adapter under test;
+rows about signals and concurrent writers run real `tinykit` subprocesses. A full disk and a
+read-only file system are small tmpfs mounts (skipped, with the reason, where mount is denied).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from conftest import HUB_FILES, REPO
+
+from tinykit.cli import main
+
+BERT = HUB_FILES / "google-bert" / "bert-base-uncased"
+
+
+@dataclass(frozen=True)
+class Row:
+    argv: tuple[str, ...]  # {in} is the inputs folder, {out} a fresh folder for outputs
+    code: int
+    says: str  # a piece of the one stderr line
+    needs: tuple[str, ...] = field(default=())  # "full" / "ro": a tmpfs mount
+
+
+def row(argv: str, code: int, says: str, *needs: str) -> Row:
+    return Row(tuple(argv.split()), code, says, needs)
+
+
+TABLE: dict[str, dict[str, Row]] = {
+    "tinykit": {
+        "no command": row("", 2, "required"),
+        "unknown command": row("frobnicate", 2, "invalid choice"),
+        "unknown option": row("make-tiny llama --no-such-option", 2, "unrecognized"),
+    },
+    "make-tiny": {
+        "missing folder": row("make-tiny {in}/nope -o {out}/t", 2, "nope"),
+        "empty folder": row("make-tiny {in}/empty -o {out}/t", 2, "config"),
+        "config not json": row("make-tiny {in}/cfg-bad -o {out}/t", 2, "config"),
+        "config a list": row("make-tiny {in}/cfg-list -o {out}/t", 2, "config"),
+        "unknown model_type": row("make-tiny {in}/cfg-unknown -o {out}/t", 2, "no_such_model"),
+        "unknown bare type": row("make-tiny no_such_model_type -o {out}/t", 2, "no_such"),
+        "hidden not a number": row("make-tiny llama --hidden abc", 2, "--hidden"),
+        "layers not a number": row("make-tiny llama --layers many", 2, "--layers"),
+        "dtype unknown": row("make-tiny llama --dtype float8", 2, "--dtype"),
+        "mode unknown": row("make-tiny llama --mode huge", 2, "--mode"),
+        "hidden zero": row("make-tiny llama --hidden 0 -o {out}/t", 2, "hidden"),
+        "hidden negative": row("make-tiny llama --hidden -8 -o {out}/t", 2, "hidden"),
+        "output exists": row("make-tiny llama -o {in}/empty-out", 2, "--force"),
+        "recipe missing": row("make-tiny llama --recipe {in}/nope.toml -o {out}/t", 2, "nope"),
+        "recipe not toml": row("make-tiny llama --recipe {in}/bad.toml -o {out}/t", 2, "bad.toml"),
+        "output parent a file": row("make-tiny llama -o {in}/a-file/t", 3, "a-file"),
+        "disk full": row("make-tiny llama -o {full}/t", 3, "space", "full"),
+        "read-only fs": row("make-tiny llama -o {ro}/t", 3, "read-only", "ro"),
+    },
+    "make-tiny-tokenizer": {
+        "missing folder": row("make-tiny-tokenizer {in}/nope -o {out}/t", 2, "nope"),
+        "no tokenizer files": row("make-tiny-tokenizer {in}/empty -o {out}/t", 2, "tokenizer"),
+        "corrupt tokenizer.json": row(
+            "make-tiny-tokenizer {in}/tok-bad -o {out}/t", 2, "tokenizer"
+        ),
+        "vocab not a number": row("make-tiny-tokenizer {in}/tok-bad --vocab lots", 2, "--vocab"),
+        "vocab zero": row(f"make-tiny-tokenizer {BERT} --vocab 0 -o {{out}}/t", 2, "vocab"),
+        "output exists": row(f"make-tiny-tokenizer {BERT} -o {{in}}/empty-out", 2, "--force"),
+        "output parent a file": row(f"make-tiny-tokenizer {BERT} -o {{in}}/a-file/t", 3, "a-file"),
+        "disk full": row(f"make-tiny-tokenizer {BERT} -o {{full}}/t", 3, "space", "full"),
+        "read-only fs": row(f"make-tiny-tokenizer {BERT} -o {{ro}}/t", 3, "read-only", "ro"),
+    },
+    "make-tiny-dataset": {
+        "missing file": row("make-tiny-dataset {in}/nope.jsonl -o {out}/d", 2, "nope"),
+        "empty jsonl": row("make-tiny-dataset {in}/empty.jsonl -o {out}/d", 2, "no rows"),
+        "corrupt parquet": row("make-tiny-dataset {in}/bad.parquet -o {out}/d", 2, "Parquet"),
+        "not json rows": row("make-tiny-dataset {in}/bad.jsonl -o {out}/d", 2, "JSON"),
+        "rows zero": row("make-tiny-dataset {in}/rows.jsonl --rows 0", 2, "--rows"),
+        "rows negative": row("make-tiny-dataset {in}/rows.jsonl --rows -3", 2, "--rows"),
+        "rows huge": row("make-tiny-dataset {in}/rows.jsonl --rows 1000000000", 2, "--rows"),
+        "rows not a number": row("make-tiny-dataset {in}/rows.jsonl --rows many", 2, "--rows"),
+        "unknown split": row(
+            "make-tiny-dataset {in}/rows.jsonl --split nope -o {out}/d", 2, "nope"
+        ),
+        "output a file": row("make-tiny-dataset {in}/rows.jsonl -o {in}/a-file", 2, "a-file"),
+        "output exists": row("make-tiny-dataset {in}/rows.jsonl -o {in}/full-out", 2, "--force"),
+        "output parent a file": row(
+            "make-tiny-dataset {in}/rows.jsonl -o {in}/a-file/d", 3, "a-file"
+        ),
+        "disk full": row("make-tiny-dataset {in}/rows.jsonl -o {full}/d", 3, "space", "full"),
+        "read-only fs": row("make-tiny-dataset {in}/rows.jsonl -o {ro}/d", 3, "read-only", "ro"),
+    },
+    "make-synthetic-dataset": {
+        "features missing": row("make-synthetic-dataset --features {in}/nope.json", 2, "nope"),
+        "features not json": row("make-synthetic-dataset --features {in}/bad.json", 2, "not JSON"),
+        "features a list": row("make-synthetic-dataset --features {in}/list.json", 2, "list"),
+        "features empty": row("make-synthetic-dataset --features {in}/empty.json", 2, "dict"),
+        "features bad type": row(
+            "make-synthetic-dataset --features {in}/feat-bad.json", 2, "Features"
+        ),
+        "no schema at all": row("make-synthetic-dataset", 2, "required"),
+        "both schemas": row("make-synthetic-dataset x --features {in}/feat.json", 2, "not allowed"),
+        "rows zero": row("make-synthetic-dataset --features {in}/feat.json --rows 0", 2, "--rows"),
+        "rows huge": row(
+            "make-synthetic-dataset --features {in}/feat.json --rows 99999999", 2, "--rows"
+        ),
+        "seed not a number": row(
+            "make-synthetic-dataset --features {in}/feat.json --seed x", 2, "--seed"
+        ),
+        "output exists": row(
+            "make-synthetic-dataset --features {in}/feat.json -o {in}/full-out", 2, "--force"
+        ),
+        "output parent a file": row(
+            "make-synthetic-dataset --features {in}/feat.json -o {in}/a-file/d", 3, "a-file"
+        ),
+        "disk full": row(
+            "make-synthetic-dataset --features {in}/feat.json -o {full}/d", 3, "space", "full"
+        ),
+        "read-only fs": row(
+            "make-synthetic-dataset --features {in}/feat.json -o {ro}/d", 3, "read-only", "ro"
+        ),
+    },
+    "verify": {
+        "missing folder": row("verify {in}/nope", 2, "nope"),
+        "empty folder": row("verify {in}/empty", 2, "config"),
+        "config not json": row("verify {in}/cfg-bad", 2, "config"),
+        "weights missing": row("verify {model}/no-weights", 1, "safetensors"),
+        "weights truncated": row("verify {model}/truncated", 1, "safetensors"),
+        "weights garbage": row("verify {model}/garbage", 1, "safetensors"),
+        "config mismatched": row("verify {model}/mismatched", 1, "do not load"),
+    },
+    "env": {
+        "capture parent a file": row("env capture -o {in}/a-file/env.json", 2, "a-file"),
+        "capture disk full": row("env capture -o {full}/env.json", 3, "space", "full"),
+        "capture read-only": row("env capture -o {ro}/env.json", 3, "read-only", "ro"),
+        "diff missing": row("env diff {in}/nope.json {in}/nope2.json", 2, "nope"),
+        "diff not json": row("env diff {in}/bad.json {in}/bad.json", 2, "bad.json"),
+        "diff a list": row("env diff {in}/list.json {in}/list.json", 2, "list.json"),
+        "no action": row("env", 2, "required"),
+    },
+    "coverage": {
+        "unknown type": row("coverage no_such_model_type", 2, "no_such_model_type"),
+    },
+    "check-determinism": {
+        "no colon": row("check-determinism justaname", 2, "justaname"),
+        "missing module": row(
+            "check-determinism no_such_module_xyz:f --mode inprocess", 2, "no_such"
+        ),
+        "missing function": row("check-determinism {in}/fns.py:nope --mode inprocess", 2, "nope"),
+        "not callable": row("check-determinism {in}/fns.py:number --mode inprocess", 2, "int"),
+        "function raises": row("check-determinism {in}/fns.py:raises --mode inprocess", 2, "boom"),
+        "function hangs": row("check-determinism {in}/fns.py:hangs --timeout 1", 1, "timeout"),
+        "runs one": row("check-determinism {in}/fns.py:raises --runs 1", 2, "--runs"),
+        "runs not a number": row("check-determinism {in}/fns.py:raises --runs x", 2, "--runs"),
+        "timeout zero": row("check-determinism {in}/fns.py:raises --timeout 0", 2, "--timeout"),
+        "timeout negative": row(
+            "check-determinism {in}/fns.py:raises --timeout -1", 2, "--timeout"
+        ),
+        "timeout nan": row("check-determinism {in}/fns.py:raises --timeout nan", 2, "--timeout"),
+        "atol negative": row("check-determinism {in}/fns.py:raises --atol -1", 2, "atol"),
+        "mode unknown": row("check-determinism {in}/fns.py:raises --mode threads", 2, "--mode"),
+    },
+    "dist-check": {
+        "timeout negative": row("dist-check --timeout -1", 2, "--timeout"),
+        "timeout zero": row("dist-check --timeout 0", 2, "--timeout"),
+        "timeout inf": row("dist-check --timeout inf", 2, "--timeout"),
+        "timeout not a number": row("dist-check --timeout soon", 2, "--timeout"),
+        "nproc zero": row("dist-check --nproc 0", 2, "--nproc"),
+        "nproc huge": row("dist-check --nproc 100000", 2, "--nproc"),
+        "backend unknown": row("dist-check --backend mpi", 2, "--backend"),
+    },
+    "fixtures": {
+        "build dir missing": row("fixtures build --fixtures-dir {in}/nope", 2, "nope"),
+        "build dir empty": row("fixtures build --fixtures-dir {in}/empty", 2, "no *.toml"),
+        "verify dir empty": row("fixtures verify --fixtures-dir {in}/empty", 2, "lock"),
+        "lock dir missing": row("fixtures lock --fixtures-dir {in}/nope", 2, "nope"),
+        "spec not toml": row("fixtures build --fixtures-dir {in}/toml-bad", 2, "TOML"),
+        "no action": row("fixtures", 2, "required"),
+    },
+    "cache": {
+        "no action": row("cache", 2, "required"),
+    },
+    "hub serve": {
+        "missing folder": row("hub serve {in}/nope", 2, "nope"),
+        "a file": row("hub serve {in}/a-file", 2, "a-file"),
+        "port too big": row("hub serve {in}/empty --port 99999", 2, "--port"),
+        "port negative": row("hub serve {in}/empty --port -1", 2, "--port"),
+        "port not a number": row("hub serve {in}/empty --port http", 2, "--port"),
+        "read timeout zero": row("hub serve {in}/empty --read-timeout 0", 2, "--read-timeout"),
+        "no action": row("hub", 2, "required"),
+    },
+}
+
+FNS = """
+import time
+number = 3
+def raises():
+    raise ValueError("boom")
+def hangs():
+    time.sleep(600)
+"""
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory) -> Path:
+    base = tmp_path_factory.mktemp("fault-inputs")
+    for name in ("empty", "empty-out", "toml-bad", "tok-bad", "cfg-bad", "cfg-list", "cfg-unknown"):
+        (base / name).mkdir()
+    (base / "full-out").mkdir()
+    (base / "full-out" / "keep.txt").write_text("keep")
+    (base / "empty-out" / ".keep").write_text("")
+    (base / "toml-bad" / "x.toml").write_text("oops = [")
+    (base / "tok-bad" / "tokenizer.json").write_text("{oops")
+    (base / "cfg-bad" / "config.json").write_text("{oops")
+    (base / "cfg-list" / "config.json").write_text("[]")
+    (base / "cfg-unknown" / "config.json").write_text('{"model_type": "no_such_model"}')
+    (base / "a-file").write_text("a file, not a folder")
+    (base / "bad.json").write_text("{oops")
+    (base / "bad.toml").write_text("oops = [")
+    (base / "list.json").write_text('[{"text": {"dtype": "string", "_type": "Value"}}]')
+    (base / "empty.json").write_text("{}")
+    (base / "feat-bad.json").write_text('{"q": {"_type": "NoSuchFeature"}}')
+    (base / "feat.json").write_text('{"text": {"dtype": "string", "_type": "Value"}}')
+    (base / "empty.jsonl").write_text("")
+    (base / "bad.jsonl").write_text("{oops\n{more oops\n")
+    (base / "bad.parquet").write_bytes(b"PAR1 this is not parquet PAR1")
+    (base / "rows.jsonl").write_text(
+        "".join(json.dumps({"text": f"row {i}"}) + "\n" for i in range(8))
+    )
+    (base / "fns.py").write_text(FNS)
+    return base
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory) -> Path:
+    """One real tiny model, and broken copies of it."""
+    base = tmp_path_factory.mktemp("fault-model")
+    assert main(["make-tiny", "llama", "-o", str(base / "good")]) == 0
+    for name in ("no-weights", "truncated", "garbage", "mismatched"):
+        shutil.copytree(base / "good", base / name)
+    (base / "no-weights" / "model.safetensors").unlink()
+    weights = (base / "good" / "model.safetensors").read_bytes()
+    (base / "truncated" / "model.safetensors").write_bytes(weights[: len(weights) // 2])
+    (base / "garbage" / "model.safetensors").write_bytes(b"\x00" * 4096)
+    config = json.loads((base / "mismatched" / "config.json").read_text())
+    config["hidden_size"] *= 2
+    (base / "mismatched" / "config.json").write_text(json.dumps(config))
+    return base
+
+
+def _mount(path: Path, *options: str) -> str | None:
+    path.mkdir(exist_ok=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", ",".join(["size=256k", *options]), "tmpfs", str(path)],
+        capture_output=True,
+        text=True,
+    )
+    return None if done.returncode == 0 else (done.stderr.strip() or "mount failed")
+
+
+@pytest.fixture(scope="module")
+def mounts(tmp_path_factory):
+    """{'full': a tmpfs with no space left, 'ro': a read-only tmpfs}; a reason where denied."""
+    base = tmp_path_factory.mktemp("fault-mounts")
+    found: dict[str, Path | str] = {}
+    for name, options in (("full", ()), ("ro", ("ro",))):
+        reason = _mount(base / name, *options)
+        found[name] = base / name if reason is None else reason
+    if isinstance(found["full"], Path):
+        filler = open(found["full"] / "filler", "wb", buffering=0)  # noqa: SIM115
+        with filler, contextlib.suppress(OSError):  # until the disk is full
+            while True:
+                filler.write(b"\0" * 4096)
+    yield found
+    for name in ("full", "ro"):
+        if isinstance(found[name], Path):
+            subprocess.run(["umount", str(found[name])], check=False)
+
+
+def _tree(folder: Path) -> dict[str, bytes | None]:
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes() if p.is_file() else None
+        for p in sorted(folder.rglob("*"))
+    }
+
+
+CASES = [(command, name) for command, rows in TABLE.items() for name in rows]
+
+
+@pytest.mark.parametrize("command,name", CASES, ids=[f"{c}: {n}" for c, n in CASES])
+def test_fault(command, name, inputs, request, tmp_path, monkeypatch, capsys):
+    r = TABLE[command][name]
+    places = {"in": str(inputs), "out": str(tmp_path / "out")}
+    if "{model}" in " ".join(r.argv):
+        places["model"] = str(request.getfixturevalue("model"))
+    if r.needs:
+        mounts = request.getfixturevalue("mounts")
+        for need in r.needs:
+            if not isinstance(mounts[need], Path):
+                pytest.skip(f"cannot mount a tmpfs for this case: {mounts[need]}")
+            places[need] = str(mounts[need])
+    argv = [a.format(**places) for a in r.argv]
+    watched = [Path(p) for k, p in places.items() if k != "model"]
+    (tmp_path / "out").mkdir()
+    monkeypatch.chdir(tmp_path / "out")  # default output names land here, where we look
+    before = {str(p): _tree(p) for p in watched if p.is_dir()}
+    try:
+        code = main(argv)
+    except SystemExit as e:  # argparse
+        code = e.code
+    err = capsys.readouterr().err
+    assert code == r.code, err
+    assert err.count("\n") == 1 and err.endswith("\n"), err
+    assert "Traceback" not in err and r.says in err, err
+    assert {str(p): _tree(p) for p in watched if p.is_dir()} == before  # nothing written or left
+
+
+# -- signals and concurrent writers: real processes -----------------------------------------
+
+
+def _tinykit(*args: str, **kwargs) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.Popen(
+        [sys.executable, "-m", "tinykit", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        **kwargs,
+    )
+
+
+def test_sigterm_mid_write_leaves_no_temp_folder(tmp_path):
+    sig, code = signal.SIGTERM, 143  # SIGINT (130) takes the very same path: KeyboardInterrupt
+    proc = _tinykit("make-tiny", "llama", "-o", str(tmp_path / "t"))
+    deadline = time.monotonic() + 120
+    while not list(tmp_path.glob(".t.tmp-*")) and proc.poll() is None:
+        assert time.monotonic() < deadline, "make-tiny never started writing"
+        time.sleep(0.02)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    if proc.returncode == 0:  # finished before the signal landed: still nothing half-written
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["t"]
+        return
+    assert proc.returncode == code, err
+    assert "Traceback" not in err and list(tmp_path.iterdir()) == []
+
+
+def test_sigterm_stops_hub_serve_and_removes_its_lfs_folder(tmp_path):
+    before = set(Path("/tmp").glob("tinykit-hub-lfs-*"))
+    proc = _tinykit("hub", "serve", str(tmp_path), "--quiet")
+    assert "Serving" in proc.stdout.readline()
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and err == ""
+    assert set(Path("/tmp").glob("tinykit-hub-lfs-*")) <= before
+
+
+def test_a_stale_temp_folder_of_a_killed_run_is_removed_by_the_next_write(tmp_path, inputs):
+    stale = tmp_path / ".d.tmp-999999999-dead"  # the pid of no process
+    stale.mkdir()
+    (stale / "half.parquet").write_bytes(b"half")
+    args = ["make-synthetic-dataset", "--features", str(inputs / "feat.json"), "-o"]
+    assert main([*args, str(tmp_path / "d"), "--rows", "2"]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d"]
+
+
+def test_two_concurrent_writers_into_one_folder_end_in_one_result_and_one_line(tmp_path):
+    args = ("make-tiny-tokenizer", str(BERT), "-o")
+    procs = [_tinykit(*args, str(tmp_path / "d"), cwd=tmp_path) for _ in range(2)]
+    results = [(p.wait(timeout=120), p.stderr.read()) for p in procs]
+    codes = sorted(code for code, _ in results)
+    assert codes in ([0, 0], [0, 2]), results
+    for code, err in results:
+        assert "Traceback" not in err and (code == 0 or err.count("\n") == 1), err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d"]
+    assert (tmp_path / "d" / "tokenizer.json").is_file()

@@ -1,0 +1,40 @@
+"""Argument types with bounds: a count or a duration out of range is a usage error (exit 2)
+with the range in the message, not a silent nonsense run."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+from typing import NoReturn
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """Usage errors in one line, like every other tinykit error (the usage is in --help)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}. See: {self.prog} --help\n")
+
+
+def count(low: int, high: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is out of range: use {low} to {high}")
+        return value
+
+    parse.__name__ = "count"
+    return parse
+
+
+def seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not (math.isfinite(value) and 0 < value <= 86400):
+        raise argparse.ArgumentTypeError(f"{text} s is out of range: use 0 < seconds <= 86400")
+    return value
