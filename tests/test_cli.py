@@ -89,10 +89,10 @@ def _delete_weights(folder):
     ("damage", "message"),
     [
         (_vocab_8, "lm_head.weight is (1024, 32) in the weights but (8, 32) by config.json"),
-        (_truncate_weights, "the model does not load: SafetensorError: "),
+        (_truncate_weights, "the weights (model.safetensors) do not load: SafetensorError: "),
         (
             _delete_weights,
-            "the model does not load: OSError: Error no file named model.safetensors",
+            "the weights (model.safetensors) do not load: OSError: Error no file named model.safetensors",
         ),
     ],
 )

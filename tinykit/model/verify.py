@@ -116,7 +116,7 @@ def load_model(cls: Any, folder: Path, report: VerifyReport) -> Any | None:
             folder, ignore_mismatched_sizes=True, output_loading_info=True
         )
     except Exception as e:  # missing or truncated weights, unreadable files: all findings
-        report.problems.append(f"the model does not load: {one_line(e)}")
+        report.problems.append(f"the weights (model.safetensors) do not load: {one_line(e)}")
         return None
     finally:
         hf_logging.set_verbosity(verbosity)
