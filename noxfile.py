@@ -23,11 +23,16 @@ def tests(session: nox.Session) -> None:
     session.run("pytest", *session.posargs)
 
 
+LINTED = ("tinykit", "tests", "benchmarks")
+
+
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff, as configured in pyproject.toml."""
-    session.install("ruff")
-    session.run("ruff", "check", "tinykit", "tests", "benchmarks")
+    """ruff check, ruff format --check and mypy, as configured in pyproject.toml."""
+    _install(session)  # ruff and mypy come with the test extra; mypy reads installed packages' hints
+    session.run("ruff", "check", *LINTED)
+    session.run("ruff", "format", "--check", *LINTED)
+    session.run("mypy", "tinykit")
 
 
 @nox.session

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import shutil
 import subprocess
 import sys
 
 import pytest
 from conftest import HUB_FILES
+
+from tinykit.cli import main
 
 
 def tinykit(*args, cwd=None):
@@ -69,14 +72,107 @@ def test_bad_input_gives_one_line_error_nonzero_exit_and_writes_nothing(
     assert list(tmp_path.iterdir()) == []
 
 
-def test_verify_fails_with_exit_1_on_a_broken_model(tmp_path):
-    out = tmp_path / "tiny"
-    assert tinykit("make-tiny", "llama", "-o", out).returncode == 0
-    config = json.loads((out / "config.json").read_text())
+@pytest.fixture(scope="module")
+def tiny_llama(tmp_path_factory):
+    out = tmp_path_factory.mktemp("built") / "tiny"
+    made = tinykit("make-tiny", "llama", "-o", out)
+    assert made.returncode == 0, made.stderr
+    return out
+
+
+def _vocab_8(folder):
+    config = json.loads((folder / "config.json").read_text())
     config["vocab_size"] = 8  # the saved embeddings no longer match the config
-    (out / "config.json").write_text(json.dumps(config))
-    done = tinykit("verify", out)
-    assert done.returncode != 0
+    (folder / "config.json").write_text(json.dumps(config))
+
+
+def _truncate_weights(folder):
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])
+
+
+def _delete_weights(folder):
+    (folder / "model.safetensors").unlink()
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (_vocab_8, "lm_head.weight is (1024, 32) in the weights but (8, 32) by config.json"),
+        (_truncate_weights, "the weights (model.safetensors) do not load: SafetensorError: "),
+        (
+            _delete_weights,
+            "the weights (model.safetensors) do not load: OSError: Error no file named model.safetensors",
+        ),
+    ],
+)
+def test_verify_fails_with_exit_1_and_one_line_on_a_broken_model(
+    tmp_path, tiny_llama, damage, message
+):
+    broken = tmp_path / "broken"
+    shutil.copytree(tiny_llama, broken)
+    damage(broken)
+    done = tinykit("verify", broken)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.startswith(
+        f"tinykit: error: TinyArtifactInvalid: {broken} failed verification: "
+    )
+    assert message in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "PROBLEM: " in done.stdout and done.stdout.rstrip().endswith("FAILED")
+
+
+def _crash(*args, **kwargs):
+    raise RuntimeError("internal invariant broken\nsecond line of detail")
+
+
+def test_an_unexpected_exception_is_a_bug_exit_70_in_one_line(monkeypatch, capsys):
+    # fault injection: the API raises something outside the TinykitError hierarchy
+    monkeypatch.setattr("tinykit.model.verify.verify", _crash)
+    monkeypatch.delenv("TINYKIT_DEBUG", raising=False)
+    assert main(["verify", "anything"]) == 70
+    assert capsys.readouterr().err == (
+        "tinykit: error: this is a tinykit bug, please report it: RuntimeError: internal invariant "
+        "broken (rerun with --debug or TINYKIT_DEBUG=1 for the traceback)\n"
+    )
+
+
+@pytest.mark.parametrize("how", ["--debug", "TINYKIT_DEBUG=1"])
+def test_debug_adds_the_traceback_of_a_bug(monkeypatch, capsys, how):
+    monkeypatch.setattr("tinykit.model.verify.verify", _crash)
+    monkeypatch.delenv("TINYKIT_DEBUG", raising=False)
+    if how == "--debug":
+        argv = ["--debug", "verify", "anything"]
+    else:
+        monkeypatch.setenv("TINYKIT_DEBUG", "1")
+        argv = ["verify", "anything"]
+    assert main(argv) == 70
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == "Traceback (most recent call last):"
+    assert "RuntimeError: internal invariant broken" in err
+    assert err[-1].startswith("tinykit: error: this is a tinykit bug, please report it: ")
+
+
+def test_ctrl_c_exits_130(monkeypatch, capsys):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("tinykit.model.verify.verify", interrupted)
+    assert main(["verify", "anything"]) == 130
+
+
+def test_help_documents_the_exit_codes():
+    done = tinykit("--help")
+    assert done.returncode == 0
+    codes = done.stdout.split("exit codes:")[1]
+    for code, meaning in [
+        ("1", "a check failed"),
+        ("2", "usage error"),
+        ("3", "setup error"),
+        ("70", "a tinykit bug"),
+        ("130", "interrupted"),
+    ]:
+        assert any(line.split()[:1] == [code] and meaning in line for line in codes.splitlines())
 
 
 def test_help_lists_the_commands():

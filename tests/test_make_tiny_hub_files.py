@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 from _hub_files import NATIVE, REMOTE_ONLY, is_multimodal, load_warnings, repo_id
@@ -150,10 +152,20 @@ def test_faithful_mode_keeps_the_real_tokenizer_and_chat_template(tmp_path):
     assert sum(p.numel() for p in model.model.layers.parameters()) < 100_000  # the body is tiny
 
 
-def test_faithful_mode_of_a_bare_model_type_is_refused(tmp_path):
+def test_faithful_mode_of_a_bare_model_type_is_refused_before_building(tmp_path):
     with pytest.raises(tinykit.errors.UsageError, match="--mode tiny"):
         tinykit.make_tiny("llama", tmp_path / "f", mode="faithful")
-    assert not (tmp_path / "f").exists()
+    assert list(tmp_path.iterdir()) == []
+    # In a fresh interpreter: refused before the tiny tokenizer (the first thing built) is made.
+    probe = (
+        "import sys, tinykit\n"
+        "try:\n    tinykit.make_tiny('llama', 'f', mode='faithful')\n"
+        "except tinykit.errors.UsageError:\n    print('tokenizers' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path, timeout=300
+    )
+    assert done.stdout.strip() == "False", done.stderr
 
 
 @pytest.mark.parametrize(

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 
 import pytest
 from _hub_files import NATIVE, repo_id
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from tinykit.errors import ShrinkConstraintError, TinykitError
@@ -44,7 +45,7 @@ def test_unknown_option_is_a_usage_error():
 @st.composite
 def specs(draw):
     heads = draw(st.sampled_from([1, 2, 4, 8]))
-    hidden = heads * 2 * draw(st.integers(1, 8))
+    hidden = heads * 2 * draw(st.integers(max(1, 4 // heads), 8))  # within bounds: hidden >= 8
     experts = draw(st.integers(2, 6))
     return dict(
         hidden=hidden,
@@ -63,28 +64,40 @@ def specs(draw):
     )
 
 
-@settings(
-    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
-@given(folder=st.sampled_from(NATIVE), spec=specs())
-def test_any_spec_within_bounds_builds_a_working_model_or_fails_cleanly(
-    folder, spec, tmp_path_factory
-):
+# The property holds vacuously if every example fails cleanly, so a share of them must build.
+# Clean failures are expected too: a hybrid source at --layers 1, a vocab below the tokenizer's
+# alphabet.
+MIN_BUILT_SHARE = 0.25
+
+
+def test_any_spec_within_bounds_builds_a_working_model_or_fails_cleanly(tmp_path_factory):
     import torch
     import transformers
 
-    out = tmp_path_factory.mktemp("prop") / "tiny"
-    try:
-        result = build(folder, out, **spec)
-    except TinykitError as e:
-        assert str(e) and "\n" not in str(e), repo_id(folder)
-        assert not out.exists()
-        return
-    config = json.loads((out / "config.json").read_text())
-    model = getattr(transformers, config["architectures"][0]).from_pretrained(out)
-    assert sum(p.numel() for p in model.parameters()) == result.params > 0
-    assert {str(p.dtype) for p in model.parameters()} == {f"torch.{spec['dtype']}"}
-    assert torch.device("cpu") == next(model.parameters()).device
+    outcomes = Counter()
+
+    @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(folder=st.sampled_from(NATIVE), spec=specs())
+    def check(folder, spec):
+        out = tmp_path_factory.mktemp("prop") / "tiny"
+        try:
+            result = build(folder, out, **spec)
+        except TinykitError as e:
+            assert str(e) and "\n" not in str(e), repo_id(folder)
+            assert not out.exists()
+            outcomes["failed cleanly"] += 1
+            event("failed cleanly")
+            return
+        config = json.loads((out / "config.json").read_text())
+        model = getattr(transformers, config["architectures"][0]).from_pretrained(out)
+        assert sum(p.numel() for p in model.parameters()) == result.params > 0
+        assert {str(p.dtype) for p in model.parameters()} == {f"torch.{spec['dtype']}"}
+        assert torch.device("cpu") == next(model.parameters()).device
+        outcomes["built"] += 1
+        event("built")
+
+    check()
+    assert outcomes["built"] >= MIN_BUILT_SHARE * sum(outcomes.values()), outcomes
 
 
 def test_the_make_tiny_keywords_are_the_spec_fields():

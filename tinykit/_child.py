@@ -156,9 +156,10 @@ def _same_file(a: str | None, b: str) -> bool:
 
 def pack_exception(exc: BaseException) -> dict[str, Any]:
     """A picklable description of `exc`; `exc_bytes` is None when it cannot be rebuilt."""
+    exc_bytes: bytes | None
     try:
-        exc_bytes: bytes | None = pickle.dumps(exc)
-        pickle.loads(exc_bytes)  # some exceptions pickle but cannot be rebuilt
+        exc_bytes = packed = pickle.dumps(exc)
+        pickle.loads(packed)  # some exceptions pickle but cannot be rebuilt
     except Exception:
         exc_bytes = None
     outcomes = sys.modules.get("_pytest.outcomes")  # pytest.skip()/xfail() raise these

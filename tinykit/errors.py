@@ -33,6 +33,10 @@ class UsageError(TinykitError, ValueError):
 class ShrinkConstraintError(UsageError):
     """A requested size breaks an architecture invariant (.field, .value, .constraint)."""
 
+    field: str
+    value: object
+    constraint: str
+
 
 class UnsupportedModelError(UsageError):
     """The source cannot be shrunk by tinykit (remote code, unknown model_type, no model class)."""
@@ -46,10 +50,6 @@ class SetupError(TinykitError):
     """The world around the code is not as needed (network, Hub, packages); exit 3."""
 
     exit_code = 3
-
-
-class MissingDependencyError(SetupError, ImportError):
-    """An optional package is not installed."""
 
 
 class HubError(SetupError, OSError):
@@ -88,6 +88,9 @@ class NondeterminismError(CheckFailed):
 class DistributedTestFailed(CheckFailed):
     """One or more ranks failed or timed out (.per_rank, .timed_out)."""
 
+    per_rank: list[dict]
+    timed_out: bool
+
 
 class SnapshotMismatch(CheckFailed):
     """A tensor differs from its golden snapshot."""
@@ -95,7 +98,3 @@ class SnapshotMismatch(CheckFailed):
 
 class FixtureDrift(CheckFailed):
     """A built fixture's files differ from fixtures/lock.json."""
-
-
-class TinykitWarning(UserWarning):
-    """Advice that does not stop the run."""

@@ -26,8 +26,9 @@ plugin registers it when asked for) or ``settings.load_profile("tinykit-ci")``.
 
 from __future__ import annotations
 
+import dataclasses
 import io
-from typing import Any
+from typing import Any, Literal
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -49,7 +50,7 @@ _INT_BOUNDS = {
     "uint32": (0, 2**32 - 1),
     "uint64": (0, 2**64 - 1),
 }
-_FLOAT_WIDTHS = {"float16": 16, "float32": 32, "float64": 64}
+_FLOAT_WIDTHS: dict[str, Literal[16, 32, 64]] = {"float16": 16, "float32": 32, "float64": 64}
 
 
 def dataset_rows(
@@ -181,22 +182,6 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 
-# model_type -> the config family whose field names and invariants it follows.
-MODEL_FAMILIES = {
-    "llama": "decoder",
-    "mistral": "decoder",
-    "qwen2": "decoder",
-    "qwen3": "decoder",
-    "gemma": "decoder",
-    "gemma2": "decoder",
-    "qwen3_moe": "moe",
-    "mixtral": "moe",
-    "gpt2": "gpt2",
-    "bert": "encoder",
-    "t5": "t5",
-}
-_EXPERTS_FIELD = {"qwen3_moe": "num_experts", "mixtral": "num_local_experts"}
-
 
 @st.composite
 def shrink_specs(
@@ -232,62 +217,26 @@ def shrink_specs(
 def tiny_configs(draw, model_type: str, max_hidden: int = 64, max_layers: int = 3) -> Any:
     """A validated transformers config of ``model_type`` that builds a tiny working model.
 
-    Follows the shrink rules of shared/docs/environment.md §4: built through the constructor,
-    explicit head_dim, top-k experts <= experts, per-family field names (n_inner, d_ff, ...).
+    Draws a spec from ``shrink_specs()`` and shrinks the type's default config with tinykit's own
+    rules (``tinykit.model.config.shrink_config`` and recipes/), so every model type that
+    ``tinykit make-tiny`` shrinks has tiny configs. Hybrid stacks that need more layers than drawn
+    (one per block type) get all their block types. Raises UnsupportedModelError for a type
+    transformers does not know.
     """
-    from transformers import AutoConfig
+    from tinykit.errors import ShrinkConstraintError
+    from tinykit.model.config import shrink_config
+    from tinykit.model.spec import ShrinkSpec
 
-    if model_type not in MODEL_FAMILIES:
-        raise UsageError(
-            f"tiny_configs({model_type!r}): no config rules for this model_type. "
-            f"Known: {sorted(MODEL_FAMILIES)}. Use shrink_specs() with tinykit.make_tiny instead."
-        )
-    spec = draw(shrink_specs(max_hidden=max_hidden, max_layers=max_layers))
-    hidden, heads, vocab = spec["hidden"], spec["heads"], spec["vocab"]
-    layers = draw(st.integers(1, max_layers))
-    ffn = draw(st.sampled_from([16, 32, 64]))
-    family = MODEL_FAMILIES[model_type]
-    if family == "gpt2":
-        kwargs = dict(n_embd=hidden, n_layer=layers, n_head=heads, n_inner=ffn, n_positions=64)
-    elif family == "t5":
-        kwargs = dict(
-            d_model=hidden,
-            d_kv=hidden // heads,
-            d_ff=ffn,
-            num_layers=layers,
-            num_decoder_layers=layers,
-            num_heads=heads,
-            decoder_start_token_id=0,
-        )
-    elif family == "encoder":
-        kwargs = dict(
-            hidden_size=hidden,
-            num_hidden_layers=layers,
-            num_attention_heads=heads,
-            intermediate_size=ffn,
-            max_position_embeddings=64,
-        )
-    else:
-        kwargs = dict(
-            hidden_size=hidden,
-            num_hidden_layers=layers,
-            num_attention_heads=heads,
-            num_key_value_heads=spec["kv_heads"],
-            head_dim=hidden // heads,
-            intermediate_size=ffn,
-            max_position_embeddings=64,
-        )
-    if family == "moe":
-        experts = draw(st.integers(2, 4))
-        kwargs |= {
-            _EXPERTS_FIELD[model_type]: experts,
-            "num_experts_per_tok": draw(st.integers(1, experts)),
-        }
-        if model_type == "qwen3_moe":
-            kwargs["moe_intermediate_size"] = ffn
-    config = AutoConfig.for_model(model_type, vocab_size=vocab, **kwargs)
-    config.validate()
-    return config
+    spec = ShrinkSpec.from_kwargs(
+        **draw(shrink_specs(max_hidden=max_hidden, max_layers=max_layers))
+    )
+    raw = {"model_type": model_type}
+    try:
+        return shrink_config(raw, spec).config
+    except ShrinkConstraintError as e:
+        if getattr(e, "field", None) != "layers":
+            raise
+        return shrink_config(raw, dataclasses.replace(spec, layers="auto")).config
 
 
 @st.composite

@@ -169,7 +169,7 @@ def build_artifact(
     cache = cache or Cache()
     spec = normalise(kind, spec)
     local = isinstance(source, str) and base is not None and (base / source).exists()
-    where = (base / source).resolve() if local else source  # type: ignore[operator]
+    where = (base / source).resolve() if local else source
     key = cache.key(kind, source, spec, revision=spec.get("revision"), content=where)
     shown_as = {"display_source": source} if local and kind != "tokenizer" else {}
 
@@ -270,7 +270,7 @@ def specs_by_name(specs: list[FixtureSpec]) -> dict[str, FixtureSpec]:
 
 
 def fixture_drift(name: str, locked: dict, spec: FixtureSpec, files: dict[str, str]) -> list[dict]:
-    drift = []
+    drift: list[dict[str, Any]] = []
     if {k: locked.get(k) for k in ("kind", "source", "spec")} != spec.locked():
         drift.append(
             {

@@ -1,8 +1,10 @@
 """The `tinykit` command: a thin adapter that parses, calls one API function, and renders.
 
 Each command lives in its own module of this package (found automatically; `_*.py` are
-private) and defines `register(subparsers)`, which adds its parser and sets `func=<run>`. Errors are rendered here, and only here:
-a `TinykitError` becomes one line on stderr and its exit code; TINYKIT_DEBUG=1 adds the traceback.
+private) and defines `register(subparsers)`, which adds its parser and sets `func=<run>`.
+Errors are rendered here, and only here: a `TinykitError` becomes one line on stderr and its
+exit code; any other exception is a tinykit bug and exits 70, so that no crash can pass for
+"a check failed" (exit 1). `--debug` or TINYKIT_DEBUG=1 adds the traceback.
 """
 
 from __future__ import annotations
@@ -25,14 +27,36 @@ def command_modules() -> list[str]:
     return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
 
 
+# Exit codes: the TinykitError classes carry theirs; these two belong to the CLI alone.
+EXIT_BUG = 70  # EX_SOFTWARE of sysexits.h: an internal error, not a verdict on the input
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report Ctrl-C
+EXIT_TERMINATED = 143  # 128 + SIGTERM
+
+EXIT_CODES = f"""exit codes:
+  0    success
+  1    a check failed (verify, check-determinism, dist-check, fixtures verify)
+  2    usage error: a bad argument, option or input
+  3    setup error: network, Hub, packages or hardware not as needed
+  {EXIT_BUG}   a tinykit bug: please report it (rerun with --debug for the traceback)
+  {EXIT_INTERRUPTED}  interrupted (Ctrl-C)
+  {EXIT_TERMINATED}  terminated (SIGTERM)"""
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The whole parser, or (``only``, a command module) just that command's: a usage error
     of one command then answers without importing the other commands' modules."""
     parser = OneLineParser(  # its subparsers are OneLineParsers too
         prog="tinykit",
         description="Tiny random Hub models, tokenizers and datasets for fast, reproducible ML tests.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"tinykit {__version__}")
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="print the traceback of any error (same as TINYKIT_DEBUG=1)",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in [only] if only else command_modules():
         importlib.import_module(f"tinykit.cli.{name}").register(sub)
@@ -71,20 +95,37 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse(argv)
-    from tinykit.progress import to_stderr
-
-    to_stderr()  # stage lines of long commands on stderr; the result stays alone on stdout
+    argv = sys.argv[1:] if argv is None else argv
+    # read before parsing, so that a command module failing to import is covered too
+    debug = "--debug" in argv or bool(os.environ.get("TINYKIT_DEBUG"))
     try:
+        args = parse(argv)
+        from tinykit.progress import to_stderr
+
+        to_stderr()  # stage lines of long commands on stderr; the result stays alone on stdout
         with stop_on_sigterm():  # SIGTERM cleans up as Ctrl-C does: temp folders, servers
             return int(args.func(args) or 0)
     except TinykitError as e:
-        if os.environ.get("TINYKIT_DEBUG"):
+        if debug:
             traceback.print_exc()
         print(f"tinykit: error: {type(e).__name__}: {e}", file=sys.stderr)
         return e.exit_code
-    except KeyboardInterrupt as e:
-        return 143 if isinstance(e, Terminated) else 130  # 128 + the signal number
+    except KeyboardInterrupt as e:  # 128 + the signal number
+        return EXIT_TERMINATED if isinstance(e, Terminated) else EXIT_INTERRUPTED
+    except Exception as e:  # anything else escaped the API: a bug, never "a check failed"
+        if debug:
+            traceback.print_exc()
+        print(f"tinykit: error: {bug_message(e)}", file=sys.stderr)
+        return EXIT_BUG
+
+
+def bug_message(e: BaseException) -> str:
+    """One line for an unexpected exception: what it was, and how to get the traceback."""
+    first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    return (
+        f"this is a tinykit bug, please report it: {type(e).__name__}: {first} "
+        "(rerun with --debug or TINYKIT_DEBUG=1 for the traceback)"
+    )
 
 
 if __name__ == "__main__":

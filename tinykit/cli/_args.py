@@ -6,12 +6,13 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
+from typing import NoReturn
 
 
 class OneLineParser(argparse.ArgumentParser):
     """Usage errors in one line, like every other tinykit error (the usage is in --help)."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message}. See: {self.prog} --help\n")
 
 

@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
     r = verify(args.path)
     kinds = sum(len(v) for v in r.block_types.values())
     lines = [
-        f"{r.path}: {r.model_class}, {r.params:,} params, {r.bytes:,} bytes, loss {r.loss}, "
+        f"{r.path}: {r.model_class or '(no model class)'}, {r.params:,} params, {r.bytes:,} bytes, loss {r.loss}, "
         f"{r.grads}, generate {r.generated}, reload identical {r.reload_equal}, "
         f"{kinds} block type(s) in {len(r.block_types)} stack(s)"
     ]
@@ -36,4 +36,5 @@ def run(args: argparse.Namespace) -> int:
     lines += [f"  PROBLEM: {p}" for p in r.problems]
     lines.append("OK" if r.ok else "FAILED")
     emit(r.to_dict(), args.json, "\n".join(lines))
-    return 0 if r.ok else 1
+    r.raise_if_failed()  # one line on stderr and exit 1, rendered by the CLI's error handler
+    return 0

@@ -55,7 +55,7 @@ def make_tiny_dataset(
         )
     out = output_path(out, f"tiny-{_name_of(source)}")
     check_target(out, force)
-    src = sources.resolve(source, revision)
+    src = sources.resolve(source, revision)  # type: ignore[arg-type]  # PathLike accepted
     if display_source is not None:
         src = dataclasses.replace(src, spec=str(display_source))
     builders = {

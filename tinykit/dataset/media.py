@@ -24,8 +24,13 @@ def shrink_row(row: dict, features: Any) -> dict:
 
 def has_media(value: Any, feature: Any) -> bool:
     """Whether a value holds at least one image or audio clip (at any depth)."""
-    found = []
-    _walk(value, feature, "", visit=lambda v: found.append(v) or v)
+    found: list[Any] = []
+
+    def keep(v: Any) -> Any:
+        found.append(v)
+        return v
+
+    _walk(value, feature, "", visit=keep)
     return bool(found)
 
 

@@ -48,7 +48,7 @@ class Source:
 
     @property
     def path(self) -> str:
-        return self.module if self.kind == "files" else self.spec
+        return self.module if self.kind == "files" and self.module else self.spec
 
 
 def resolve(source: str | Path | list[str | Path], revision: str | None = None) -> Source:
@@ -102,10 +102,17 @@ def _hub_sha(repo_id: str, revision: str | None) -> str:
     from tinykit.hub.client import hub_errors
 
     with hub_errors(repo_id, revision):
-        return HfApi().dataset_info(repo_id, revision=revision).sha
+        sha = HfApi().dataset_info(repo_id, revision=revision).sha
+    if sha is None:
+        raise HubError(
+            f"the Hub sent no commit sha for dataset {repo_id!r}. Retry, or pass a local folder.",
+            repo_id=repo_id,
+            revision=revision,
+        )
+    return sha
 
 
-def license_of(src: Source) -> str | None:
+def license_of(src: Source) -> str | list[str] | None:
     """The `license:` of the source's dataset card, copied into the tiny one."""
     import yaml
 
@@ -213,7 +220,8 @@ def _parquet_head(builder: DatasetBuilder, split: str, limit: int) -> tuple[Feat
     from datasets.table import table_cast
     from datasets.utils.file_utils import xopen
 
-    features, rows = builder.info.features, []
+    features = builder.info.features
+    rows: list[dict] = []
     for url in builder.config.data_files[split]:
         with xopen(url, "rb", download_config=DownloadConfig(), block_size=READ_BLOCK) as f:
             parquet = pq.ParquetFile(f, pre_buffer=False)

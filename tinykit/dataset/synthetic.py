@@ -112,7 +112,8 @@ def draw_rows(features: Any, n: int, seed: int | str) -> list[dict]:
 
     from tinykit.strategies import dataset_row
 
-    rng, strategy, rows = Random(seed), dataset_row(features), []
+    rng, strategy = Random(seed), dataset_row(features)
+    rows: list[dict] = []
     for _ in range(n * _MAX_ATTEMPTS_PER_ROW):
         if len(rows) == n:
             break

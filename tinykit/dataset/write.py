@@ -55,8 +55,8 @@ def write_dataset(
             for split in splits:
                 split.num_bytes = _write_parquet(tmp / data_path(config, split.name), split)
         (tmp / "README.md").write_text(render_card(configs, card), encoding="utf-8")
-    splits = {config: {s.name: len(s.rows) for s in by} for config, by in configs.items()}
-    return DatasetResult(out, splits)
+    rows = {config: {s.name: len(s.rows) for s in by} for config, by in configs.items()}
+    return DatasetResult(out, rows)
 
 
 def _write_parquet(path: Path, split: Split) -> int:

@@ -138,7 +138,9 @@ def run_distributed(
         registry.discard(pool)
     _replay_output(outcomes)
     if failed:
-        raise _failure(name or getattr(fn, "__qualname__", repr(fn)), backend, timeout, outcomes)
+        raise _failure(
+            str(name or getattr(fn, "__qualname__", repr(fn))), backend, timeout, outcomes
+        )
     return [o.value for o in outcomes]
 
 

@@ -172,7 +172,7 @@ class RankPool:
             for conn in wait(list(waiting), timeout=max(0.0, deadline - time.monotonic())):
                 r = waiting.pop(conn)  # type: ignore[call-overload]
                 try:
-                    pickle.loads(conn.recv_bytes())
+                    pickle.loads(r.result_conn.recv_bytes())
                     r.ready = True
                 except EOFError:
                     self.kill()
@@ -289,7 +289,7 @@ class RankPool:
             try:
                 return RankOutcome(r.rank, "ok", value=pickle.loads(msg["value"]))
             except Exception as e:  # e.g. a class the rank could import and this process cannot
-                error = {
+                error: dict[str, Any] = {
                     "type": type(e).__qualname__,
                     "pytest_outcome": None,
                     "exception": e,

@@ -134,13 +134,13 @@ def download_source(
     from huggingface_hub import snapshot_download
 
     with hub_errors(repo_id, revision), _quiet_progress():
-        folder = snapshot_download(
+        downloaded = snapshot_download(
             repo_id,
             revision=revision,
             allow_patterns=SOURCE_PATTERNS + (["*.py"] if include_code else []),
             ignore_patterns=WEIGHT_PATTERNS,
         )
-    folder = Path(folder)
+    folder = Path(downloaded)
     if not folder.is_dir():  # snapshot_download returns a folder it never made when nothing matched
         raise HubError(
             f"Hub repo {repo_id!r} holds none of the files tinykit reads (config, tokenizer, "

@@ -145,6 +145,11 @@ def make_tiny(
         check_target(output_path(out, ""), force)
     stage(f"resolving {source}")
     src = resolve(source, revision, trust_remote_code)
+    if shrink.mode == "faithful" and src.folder is None:  # refuse before building anything
+        raise UsageError(
+            f"--mode faithful keeps the source's real tokenizer, and {src.name!r} (a bare model_type) has "
+            f"none. Use a folder or Hub id as the source, or --mode tiny."
+        )
     if display_source is not None:
         src = dataclasses.replace(src, name=str(display_source))
     target = output_path(out, f"tiny-{src.short_name}")

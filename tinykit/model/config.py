@@ -151,7 +151,7 @@ def _shrink_node(
         (k for k in recipe.layer_fields.get("depth_lists", ()) if _is_list(full.get(k))), None
     )
     if (layer_keys or depth_list) and not ctx.keep_depth:
-        node = full if layer_keys else {**full, _DEPTH: len(full[depth_list])}
+        node = full if layer_keys else {**full, _DEPTH: len(full[str(depth_list)])}
         plan = plan_layers(
             node,
             layer_keys[0] if layer_keys else _DEPTH,
@@ -184,7 +184,7 @@ def _shrink_node(
         if key not in full:
             continue
         overrides[key] = merged[key] = _evaluate(expr, merged, f"{path}{key}")
-    _shrink_rope(merged, overrides)
+    _shrink_rope(merged, overrides, recipe)
     _rescale_rope_positions(full, merged, overrides)
     base.update(overrides)
     return {**merged, **overrides}
@@ -300,22 +300,14 @@ def _capped(value: int | list[int], cap: int) -> int | list[int]:
     return [min(x, cap) for x in value] if isinstance(value, list) else min(value, cap)
 
 
-def _shrink_rope(merged: dict[str, Any], overrides: dict[str, Any]) -> None:
+def _shrink_rope(merged: dict[str, Any], overrides: dict[str, Any], recipe: Recipe) -> None:
     """Per-dimension RoPE lists must match the new head_dim; per-layer-type dicts stay keyed."""
     rope = merged.get("rope_parameters") or merged.get("rope_scaling")
     if not isinstance(rope, dict):
         return
-    heads = next(
-        (
-            merged[k]
-            for k in ("num_attention_heads", "n_head", "num_heads")
-            if _is_int(merged.get(k))
-        ),
-        None,
-    )
-    width = next(
-        (merged[k] for k in ("hidden_size", "d_model", "n_embd") if _is_int(merged.get(k))), None
-    )
+    # the node's own head count and width, named as the recipe's [knobs] name them
+    heads = _first_int(merged, recipe.knobs["heads"])
+    width = _first_int(merged, recipe.knobs["width"])
     head_dim = (
         merged.get("head_dim")
         if _is_int(merged.get("head_dim"))
@@ -342,7 +334,9 @@ def _rescale_rope_positions(
     key = "max_position_embeddings"
     before, after = full.get(key), merged.get(key)
     rope = merged.get("rope_parameters") or merged.get("rope_scaling")
-    if not (_is_int(before) and _is_int(after) and isinstance(rope, dict)) or after >= before:
+    if not (isinstance(before, int) and isinstance(after, int) and isinstance(rope, dict)):
+        return
+    if after >= before:
         return
     rope = overrides.get("rope_parameters", overrides.get("rope_scaling", copy.deepcopy(rope)))
     orig_key = "original_max_position_embeddings"
@@ -362,6 +356,10 @@ def _rescale_rope_positions(
         if float(shrunk * factor).is_integer() and 0 < shrunk * factor <= after:
             overrides[key] = merged[key] = int(shrunk * factor)
     overrides["rope_parameters" if "rope_parameters" in merged else "rope_scaling"] = rope
+
+
+def _first_int(node: dict[str, Any], keys: tuple[str, ...]) -> int | None:
+    return next((node[k] for k in keys if _is_int(node.get(k))), None)
 
 
 def _split_like(parts: list[int], total: int) -> list[int]:

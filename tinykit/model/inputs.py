@@ -74,7 +74,7 @@ def _processors(table_name: str, model_type: str, *geometries: dict[str, Any]) -
         "video": video_processing_auto.VIDEO_PROCESSOR_MAPPING_NAMES,
         "audio": feature_extraction_auto.FEATURE_EXTRACTOR_MAPPING_NAMES,
     }[table_name]
-    names = table.get(model_type)
+    names = table.get(model_type)  # type: ignore[attr-defined]  # an OrderedDict of names
     if isinstance(names, dict):
         names = [names.get("torchvision"), names.get("pil")]
     classes = [

@@ -62,7 +62,7 @@ def _period(kind: str, i: int, p: int) -> bool:
 def plan_layers(
     node: dict[str, Any],
     depth_key: str,
-    layer_fields: dict[str, tuple[str, ...]],
+    layer_fields: dict[str, tuple[Any, ...]],
     layers: int | str | tuple[int, ...],
     where: str,
 ) -> LayerPlan:
@@ -77,7 +77,7 @@ def plan_layers(
     lists = [k for k in _per_layer_lists(node, depth) if k not in index_lists]
     prefixes = _present(node, layer_fields["prefix_counts"], int)
     suffixes = _present(node, layer_fields["suffix_counts"], int)
-    periods = [
+    periods: list[tuple[str, Any]] = [  # (kind, key), or ("offset", (period key, offset key))
         (kind, k)
         for kind in ("periods_end", "periods_start")
         for k in _present(node, layer_fields[kind], int)

@@ -36,12 +36,6 @@ class Recipe:
     derive: dict[str, str] = field(default_factory=dict)
     sources: tuple[str, ...] = ()
 
-    def knob_of(self, key: str) -> str | None:
-        for knob, keys in self.knobs.items():
-            if key in keys:
-                return knob
-        return None
-
 
 def recipes_dir() -> Path:
     """recipes/ ships inside the wheel as tinykit/recipes; a source checkout has it at the top."""

@@ -26,6 +26,7 @@ from tinykit.errors import UnsupportedModelError, UsageError
 from tinykit.model.slice_plan import Stack, map_tensors, parse_layers, plan_stacks
 from tinykit.model.weights import (
     SAFETENSORS_CODES,
+    Pieces,
     ShardWriter,
     TensorEntry,
     coalesce,
@@ -160,7 +161,7 @@ class _Weights:
             out += parse_header(self.read(file, 8, 8 + n), file)
         return out
 
-    def pieces(self, entries: list[TensorEntry]):  # type: ignore[no-untyped-def]
+    def pieces(self, entries: list[TensorEntry]) -> Pieces:
         ranges = [r for r in coalesce(entries) if r[2] > r[1]]
         self.ranges += [(f, s, e) for f, s, e, _ in ranges]
         if self.folder is not None:

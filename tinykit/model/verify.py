@@ -41,6 +41,15 @@ class VerifyReport:
     def ok(self) -> bool:
         return not self.problems
 
+    def raise_if_failed(self) -> None:
+        """Raise TinyArtifactInvalid (one line, every problem) unless the report is ok."""
+        if self.problems:
+            raise TinyArtifactInvalid(
+                f"{self.path} failed verification: {'; '.join(p.rstrip('.') for p in self.problems)}. "
+                f"Rebuild it with `tinykit make-tiny`, or fix the file named.",
+                report=self.to_dict(),
+            )
+
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "ok": self.ok}
 
@@ -58,29 +67,21 @@ def verify(path: str | Path, *, raise_on_failure: bool = False) -> VerifyReport:
         raise UsageError(
             f"{folder} has no config.json: not a model folder. Pass the folder make-tiny wrote."
         )
+    report = VerifyReport(str(folder))
+    report.bytes = sum(p.stat().st_size for p in folder.iterdir() if p.is_file())
     try:
         config = transformers.AutoConfig.from_pretrained(folder)
-    except (OSError, ValueError, KeyError) as e:
+    except (OSError, ValueError, KeyError) as e:  # not a model folder at all: bad input
         raise UsageError(
-            f"{folder}/config.json cannot be read: {_first_line(e)}. Rebuild it with make-tiny."
+            f"{folder}/config.json cannot be read: {one_line(e)}. Rebuild it with make-tiny."
         ) from e
     arch = (config.architectures or [None])[0]
     cls = getattr(transformers, arch or "", None) or transformers.AutoModel
-    report = VerifyReport(str(folder), model_class=getattr(cls, "__name__", str(cls)))
-    report.bytes = sum(p.stat().st_size for p in folder.iterdir() if p.is_file())
+    report.model_class = getattr(cls, "__name__", str(cls))
     stage(f"checks: loading {folder} with {report.model_class}")
-    verbosity = hf_logging.get_verbosity()
-    hf_logging.set_verbosity(hf_logging.CRITICAL)  # its load report would repeat our one line
-    try:
-        model = cls.from_pretrained(folder)
-    except Exception as e:  # missing, truncated or mismatched weights: a failed check, one line
-        raise TinyArtifactInvalid(
-            f"{folder} failed verification: its weights (model.safetensors) do not load: "
-            f"{type(e).__name__}: {_first_line(e)}. Rebuild it with make-tiny --force.",
-            report=report.to_dict(),
-        ) from e
-    finally:
-        hf_logging.set_verbosity(verbosity)
+    model = load_model(cls, folder, report)
+    if model is None:
+        return _finish(report, raise_on_failure)
     report.params = sum(p.numel() for p in model.parameters())
     report.block_types = block_types(model)
     _size(model, folder, report)
@@ -91,15 +92,49 @@ def verify(path: str | Path, *, raise_on_failure: bool = False) -> VerifyReport:
     _generate(model, inputs, report)
     _reload(model, cls, folder, inputs, report)
     _tokenizer(model, folder, inputs, report)
-    if raise_on_failure and not report.ok:
-        raise TinyArtifactInvalid(
-            f"{folder} failed verification: {'; '.join(report.problems)}.", report=report.to_dict()
-        )
+    return _finish(report, raise_on_failure)
+
+
+def _finish(report: VerifyReport, raise_on_failure: bool) -> VerifyReport:
+    if raise_on_failure:
+        report.raise_if_failed()
     return report
 
 
-def _first_line(e: BaseException) -> str:
-    return next((line.strip() for line in str(e).splitlines() if line.strip()), "no message")[:300]
+def one_line(e: BaseException) -> str:
+    """`Type: first line of the message`: transformers' errors can run to dozens of lines."""
+    text = str(e).strip()
+    return f"{type(e).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")
+
+
+def load_model(cls: Any, folder: Path, report: VerifyReport) -> Any | None:
+    """`cls.from_pretrained(folder)`, or None with the reason added to `report.problems`.
+
+    Weights whose shapes disagree with config.json are listed by name and shape in one problem,
+    instead of transformers' multi-line load report followed by a RuntimeError.
+    """
+    from transformers.utils import logging as hf_logging
+
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # the load report table is replaced by the problem line
+    try:
+        model, info = cls.from_pretrained(
+            folder, ignore_mismatched_sizes=True, output_loading_info=True
+        )
+    except Exception as e:  # missing or truncated weights, unreadable files: all findings
+        report.problems.append(f"the weights (model.safetensors) do not load: {one_line(e)}")
+        return None
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    mismatched = sorted(info.get("mismatched_keys") or ())
+    if mismatched:
+        shapes = ", ".join(
+            f"{key} is {tuple(saved)} in the weights but {tuple(expected)} by config.json"
+            for key, saved, expected in mismatched
+        )
+        report.problems.append(f"the weights do not load: they do not match config.json: {shapes}")
+        return None
+    return model
 
 
 def _size(model: Any, folder: Path, report: VerifyReport) -> None:
@@ -159,7 +194,7 @@ def _train_step(model: Any, inputs: dict, labels: dict, report: VerifyReport) ->
     try:
         out = model(**inputs, **labels)
     except Exception as e:  # any model failure is a verification finding, reported as such
-        report.problems.append(f"forward failed: {type(e).__name__}: {e}")
+        report.problems.append(f"forward failed: {one_line(e)}")
         return
     loss = (
         out.loss
@@ -205,20 +240,20 @@ def _generate(model: Any, inputs: dict, report: VerifyReport) -> None:
         report.generated = True
     except Exception as e:  # reported, not raised: verify lists every failure at once
         report.generated = False
-        report.problems.append(f"generate failed: {type(e).__name__}: {e}")
+        report.problems.append(f"generate failed: {one_line(e)}")
 
 
 def _reload(model: Any, cls: Any, folder: Path, inputs: dict, report: VerifyReport) -> None:
     import torch
 
     model.eval()
-    again = cls.from_pretrained(folder).eval()
     try:
+        again = cls.from_pretrained(folder).eval()
         with torch.no_grad():
             a, b = _first_tensor(model(**inputs)), _first_tensor(again(**inputs))
         report.reload_equal = bool(torch.equal(a, b))
     except Exception as e:  # reported, not raised
-        report.problems.append(f"forward after reload failed: {type(e).__name__}: {e}")
+        report.problems.append(f"reload and forward failed: {one_line(e)}")
         return
     if not report.reload_equal:
         report.problems.append("logits after reload differ from the saved model's")
@@ -259,7 +294,7 @@ def _tokenizer(model: Any, folder: Path, inputs: dict, report: VerifyReport) -> 
         }
     except Exception as e:  # reported, not raised
         report.problems.append(
-            f"forward pass on the tokenizer's encoding of the probe failed: {type(e).__name__}: {e}"
+            f"forward pass on the tokenizer's encoding of the probe failed: {one_line(e)}"
         )
 
 

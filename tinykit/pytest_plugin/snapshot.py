@@ -93,8 +93,8 @@ class TensorSnapshot:
         tolerance = (rtol, atol)
         recorded, changed = path, ""
         if not path.is_file():
-            recorded, changed = self._nearest(name, path)
-            if not recorded:
+            nearest, changed = self._nearest(name, path)
+            if nearest is None:
                 raise SnapshotMismatch(
                     f"No snapshot {name!r} for this environment: {path} does not exist, nor one "
                     "for the same device and dtypes under other versions. "
@@ -102,6 +102,7 @@ class TensorSnapshot:
                     path=path,
                     name=name,
                 )
+            recorded = nearest
             dtype = str(next(iter(tensors.values())).dtype).removeprefix("torch.")
             cross = ACROSS_ENVIRONMENTS.get(dtype, (0.0, 0.0))
             tolerance = (cross[0] if rtol is None else rtol, cross[1] if atol is None else atol)

@@ -149,7 +149,9 @@ def capture_rng_state() -> dict[str, Any]:
     try:
         import numpy as np
 
-        name, keys, pos, has_gauss, gauss = np.random.get_state()
+        legacy = np.random.get_state(legacy=True)
+        assert isinstance(legacy, tuple)  # the global generator is MT19937: the legacy tuple
+        name, keys, pos, has_gauss, gauss = legacy
         # plain ints, so torch.load(..., weights_only=True) accepts the checkpoint
         state["numpy"] = (name, keys.tolist(), int(pos), int(has_gauss), float(gauss))
     except ImportError:

@@ -85,7 +85,7 @@ def shrink_tokenizer(
             "Pass method='auto' unless editing fails."
         )
     source = read_source(src, vocab, model_type, method)
-    tj, dropped = source.tj, ()
+    tj, dropped = source.tj, list[str]()
     old_to_new: dict[int, int] = {}
     if source.method == "edit":
         vocab_before = tjson.model_vocab(tj)
@@ -169,7 +169,7 @@ def _write(out: Path, source: Source, tj: dict) -> tuple[str, ...]:
                 shutil.copyfile(source.folder / name, out / name)
                 written.append(name)
     vocab = tjson.model_vocab(tj)
-    if source.method == "edit" and source.sentencepiece:
+    if source.method == "edit" and source.sentencepiece and source.folder is not None:
         target = out / source.sentencepiece
         if files_fmt.shrink_sentencepiece(source.folder / source.sentencepiece, target, vocab):
             written.append(source.sentencepiece)
@@ -246,6 +246,7 @@ def make_tiny_tokenizer(
         )
     if out is not None:  # refuse before the (possibly remote) source is read
         check_target(output_path(out, ""), force)
+    src: Path | None
     if Path(source).is_dir():  # a tokenizer folder needs no config.json
         src, model_type, name, revision = Path(source), None, Path(source).resolve().name, None
     else:

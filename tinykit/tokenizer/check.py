@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import unicodedata
 from pathlib import Path
+from typing import Any
 
 from tinykit.errors import UsageError
 from tinykit.tokenizer import edit as tjson
@@ -52,7 +53,7 @@ def check_tokenizer(folder: Path, model_dir: Path | None = None) -> dict:
         )
     problems: list[str] = []
     tok = AutoTokenizer.from_pretrained(folder)
-    tj = json.loads(tok._tokenizer.to_str())
+    tj = json.loads(tok.backend_tokenizer.to_str())
     size = len(tok)
     kind = tjson.tokenizer_kind(tj)
     max_id = max(tok.get_vocab().values())
@@ -60,7 +61,7 @@ def check_tokenizer(folder: Path, model_dir: Path | None = None) -> dict:
         problems.append(f"vocab id {max_id} >= len(tokenizer) {size}")
     for special in tok.all_special_tokens:
         idx = tok.convert_tokens_to_ids(special)
-        if idx is None or idx >= size or tok.convert_ids_to_tokens(idx) != special:
+        if not isinstance(idx, int) or idx >= size or tok.convert_ids_to_tokens(idx) != special:
             problems.append(f"special token {special!r} does not round-trip (id {idx})")
 
     ids = tok(PROBE, add_special_tokens=True, verbose=False)["input_ids"]
@@ -88,7 +89,7 @@ def check_tokenizer(folder: Path, model_dir: Path | None = None) -> dict:
     if unk_id is not None and unk_id in ascii_ids:
         problems.append("plain ASCII text encodes to the unknown token")
 
-    report = {
+    report: dict[str, Any] = {
         "folder": str(folder),
         "class": type(tok).__name__,
         "kind": kind,

@@ -290,7 +290,8 @@ def shrink_json(
     tj: dict, vocab: int, essential: set[str]
 ) -> tuple[dict, dict[int, int], list[str]]:
     """Shrink to at most `vocab` ids. Returns (document, old -> new ids, dropped added tokens)."""
-    essential = set(essential) | processor_tokens(tj) | {unk_token(tj)} - {None}
+    unk = unk_token(tj)
+    essential = set(essential) | processor_tokens(tj) | ({unk} if unk is not None else set())
     kept, dropped = choose_tokens(tj, vocab, essential)
     new, old_to_new = rebuild(tj, kept)
     return drop_precompiled_normalizer(new), old_to_new, dropped

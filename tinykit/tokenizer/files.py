@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import os
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 
 from tinykit.errors import UsageError
@@ -136,19 +137,21 @@ def tiktoken_to_json(ranks: dict[bytes, int], limit: int, pattern: str = LLAMA3_
         ]
         splits.sort(key=lambda ab: (ranks[ab[0]], ranks[ab[1]]))
         merges += [(text(a), text(b)) for a, b in splits]
-    tok = Tokenizer(BPE(vocab, merges, fuse_unk=False, ignore_merges=True))
-    tok.pre_tokenizer = pre_tokenizers.Sequence(
+    built = Tokenizer(BPE(vocab, merges, fuse_unk=False, ignore_merges=True))
+    built.pre_tokenizer = pre_tokenizers.Sequence(
         [
             pre_tokenizers.Split(Regex(pattern), behavior="isolated", invert=False),
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
         ]
     )
-    tok.decoder = decoders.ByteLevel()
-    tok.post_processor = processors.ByteLevel(trim_offsets=False)
-    return json.loads(tok.to_str())
+    built.decoder = decoders.ByteLevel()
+    built.post_processor = processors.ByteLevel(trim_offsets=False)
+    return json.loads(built.to_str())
 
 
-def write_tiktoken(dest: Path, new_vocab: list[str], special: set[str] = frozenset()) -> None:
+def write_tiktoken(
+    dest: Path, new_vocab: list[str], special: AbstractSet[str] = frozenset()
+) -> None:
     """Write the byte-level model vocab (by new id) as a tiktoken rank file, specials left out."""
     dec = {c: b for b, c in _byte_encoder().items()}
     lines = []

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from fnmatch import fnmatch
 from pathlib import Path
 
 from tinykit.errors import UnsupportedModelError, UsageError
@@ -55,15 +56,14 @@ def _token_text(value) -> str | None:
 
 def _named_special_tokens(config: dict) -> set[str]:
     """Special tokens a tokenizer_config.json / special_tokens_map.json names."""
-    named: set[str] = set()
+    named: set[str | None] = set()
     for key, value in config.items():
         if key.endswith("_token"):
             named.add(_token_text(value))
         elif key in ("additional_special_tokens", "extra_special_tokens"):
             values = value.values() if isinstance(value, dict) else value or []
             named.update(_token_text(v) for v in values)
-    named.discard(None)
-    return named
+    return {t for t in named if t is not None}
 
 
 def chat_templates(folder: Path | None, config: dict) -> str:
@@ -178,17 +178,47 @@ def _load_with_transformers(folder: Path, config: dict, fallback: str):
     return tok
 
 
+@dataclass
+class _Folder:
+    """What every layout reader needs: the folder, its tokenizer config, the ids to keep."""
+
+    path: Path
+    config: dict
+    declared: list[dict]  # added tokens declared outside tokenizer.json
+    old_ids: dict[str, int]  # content -> source id, for id_map
+    sentencepiece: str | None  # the SentencePiece model file that parses, if any
+    vocab: int
+    method: str
+
+
 def read_source(src: Path | None, vocab: int, model_type: str | None, method: str) -> Source:
+    """The source's tokenizer as one JSON document: each layout reader is tried in order."""
     if src is None:
-        if not model_type:
-            raise UsageError(
-                "shrink_tokenizer got neither a source folder nor a model_type. "
-                "Without either there is nothing to shrink or train. "
-                "Pass src=<folder with tokenizer files> or model_type='llama'."
-            )
-        name = train.class_for_model_type(model_type)
-        return Source(None, train.train_json(name, vocab), {}, name, method="scratch")
-    src = Path(src)
+        return _from_scratch(model_type, vocab)
+    folder = _open(Path(src), vocab, method)
+    for reader in _READERS:
+        found = reader(folder)
+        if found is not None:
+            return found
+    raise UsageError(
+        f"{src} has no tokenizer files. Expected tokenizer.json, vocab.json + merges.txt, "
+        "vocab.txt, a SentencePiece .model, or tokenizer_config.json with tokenizer_class. "
+        "Pass the folder of a Hub repo that includes its tokenizer."
+    )
+
+
+def _from_scratch(model_type: str | None, vocab: int) -> Source:
+    if not model_type:
+        raise UsageError(
+            "shrink_tokenizer got neither a source folder nor a model_type. "
+            "Without either there is nothing to shrink or train. "
+            "Pass src=<folder with tokenizer files> or model_type='llama'."
+        )
+    name = train.class_for_model_type(model_type)
+    return Source(None, train.train_json(name, vocab), {}, name, method="scratch")
+
+
+def _open(src: Path, vocab: int, method: str) -> _Folder:
     if not src.is_dir():
         raise UsageError(
             f"tokenizer source {src} is not a folder. "
@@ -207,100 +237,122 @@ def read_source(src: Path | None, vocab: int, model_type: str | None, method: st
         )
     declared = _config_added_tokens(src, config)
     old_ids = {**_config_special_ids(src, config), **{e["content"]: e["id"] for e in declared}}
-    from tokenizers import Tokenizer
-
     sp = next(
         (n for n in files_fmt.SENTENCEPIECE_NAMES if files_fmt.read_sentencepiece(src / n)), None
     )
-    if method == "retrain" and has_tokenizer_files(src):
-        tok = load_source_tokenizer(src, config)
-        tj = train.retrain_json(tok, vocab)
-        return Source(
-            src,
-            tj,
-            config,
-            _class_name(src, config, type(tok).__name__),
-            "retrain",
-            old_ids={**old_ids, **{a.content: i for i, a in tok.added_tokens_decoder.items()}},
-        )
-    if (src / "tokenizer.json").is_file():
-        try:
-            tj = json.loads(Tokenizer.from_file(str(src / "tokenizer.json")).to_str())
-        except Exception as e:  # tokenizers raises a bare Exception for a corrupt file
-            raise UsageError(
-                f"{src / 'tokenizer.json'} is not a tokenizer the tokenizers library reads: "
-                f"{str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}. "
-                "Point at an intact tokenizer folder."
-            ) from e
-        cls = _class_name(src, config, "PreTrainedTokenizerFast")
-        # Llama-3 repos ship original/tokenizer.model (tiktoken) next to tokenizer.json
-        tiktoken = next((n for n in files_fmt.TIKTOKEN_NAMES if _is_tiktoken(src / n)), None)
-        if tjson.tokenizer_kind(tj) != "byte-level-bpe":
-            tiktoken = None
-        return Source(
-            src,
-            _merge_added(tj, declared),
-            config,
-            cls,
-            sentencepiece=sp,
-            tiktoken=tiktoken,
-            old_ids=old_ids,
-        )
-    if sp or (src / "vocab.txt").is_file() or (src / "merges.txt").is_file():
-        fallback = (
-            "T5Tokenizer"
-            if sp == "spiece.model"
-            else (
-                "LlamaTokenizer"
-                if sp
-                else "BertTokenizer"
-                if (src / "vocab.txt").is_file()
-                else "GPT2Tokenizer"
-            )
-        )
-        tok = _load_with_transformers(src, config, fallback)
-        tj = json.loads(tok._tokenizer.to_str())
-        old_ids.update({a.content: i for i, a in tok.added_tokens_decoder.items()})
-        return Source(
-            src,
-            tj,
-            config,
-            _class_name(src, config, type(tok).__name__),
-            sentencepiece=sp,
-            old_ids=old_ids,
-        )
-    for name in files_fmt.TIKTOKEN_NAMES:
-        ranks = files_fmt.read_tiktoken(src / name) if (src / name).is_file() else None
-        if ranks:
-            tj = files_fmt.tiktoken_to_json(ranks, vocab)
-            tj = _merge_added(tj, [e for e in declared if e["id"] >= len(ranks)])
-            cls = _class_name(src, config, "PreTrainedTokenizerFast")
-            return Source(src, tj, config, cls, tiktoken=name, old_ids=old_ids)
-    if config:
-        # The repo ships only tokenizer_config.json (the vocab is LFS-only or elsewhere):
-        # train a tokenizer of the declared class and keep its special tokens and chat template.
-        cls = _class_name(src, config, "")
-        if not cls:
-            raise UsageError(
-                f"{src}/tokenizer_config.json names no tokenizer_class and there is no config.json "
-                "model_type, so the tokenizer class is unknown. "
-                "Add tokenizer_class to tokenizer_config.json, or pass model_type=..."
-            )
-        essential = essential_tokens(src, config, declared, {})
-        entries = [e for e in declared if e["content"] in essential]
-        entries += [
-            {"content": t, "special": True}
-            for t in sorted(essential - {e["content"] for e in entries})
-        ]
-        tj = train.train_json(cls, vocab - len(entries))
-        return Source(
-            src, train.append_added_tokens(tj, entries), config, cls, "scratch", old_ids=old_ids
-        )
-    raise UsageError(
-        f"{src} has no tokenizer files. Expected tokenizer.json, vocab.json + merges.txt, "
-        "vocab.txt, a SentencePiece .model, or tokenizer_config.json with tokenizer_class. "
-        "Pass the folder of a Hub repo that includes its tokenizer."
+    return _Folder(src, config, declared, old_ids, sp, vocab, method)
+
+
+def _from_retrain(f: _Folder) -> Source | None:
+    """method="retrain": the source's own pipeline, retrained small on its decoded vocab."""
+    if f.method != "retrain" or not has_tokenizer_files(f.path):
+        return None
+    tok = load_source_tokenizer(f.path, f.config)
+    return Source(
+        f.path,
+        train.retrain_json(tok, f.vocab),
+        f.config,
+        _class_name(f.path, f.config, type(tok).__name__),
+        "retrain",
+        old_ids={**f.old_ids, **{a.content: i for i, a in tok.added_tokens_decoder.items()}},
     )
+
+
+def _from_tokenizer_json(f: _Folder) -> Source | None:
+    if not (f.path / "tokenizer.json").is_file():
+        return None
+    from tokenizers import Tokenizer
+
+    try:
+        tj = json.loads(Tokenizer.from_file(str(f.path / "tokenizer.json")).to_str())
+    except Exception as e:  # tokenizers raises a bare Exception for a corrupt file
+        raise UsageError(
+            f"{f.path / 'tokenizer.json'} is not a tokenizer the tokenizers library reads: "
+            f"{str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}. "
+            "Point at an intact tokenizer folder."
+        ) from e
+    # Llama-3 repos ship original/tokenizer.model (tiktoken) next to tokenizer.json
+    tiktoken = next((n for n in files_fmt.TIKTOKEN_NAMES if _is_tiktoken(f.path / n)), None)
+    return Source(
+        f.path,
+        _merge_added(tj, f.declared),
+        f.config,
+        _class_name(f.path, f.config, "PreTrainedTokenizerFast"),
+        sentencepiece=f.sentencepiece,
+        tiktoken=tiktoken if tjson.tokenizer_kind(tj) == "byte-level-bpe" else None,
+        old_ids=f.old_ids,
+    )
+
+
+def _from_vocab_files(f: _Folder) -> Source | None:
+    """vocab.json + merges.txt, vocab.txt or a SentencePiece model: transformers converts them."""
+    fallback = _fallback_class(f.path, f.sentencepiece)
+    if fallback is None:
+        return None
+    tok = _load_with_transformers(f.path, f.config, fallback)
+    return Source(
+        f.path,
+        json.loads(tok.backend_tokenizer.to_str()),
+        f.config,
+        _class_name(f.path, f.config, type(tok).__name__),
+        sentencepiece=f.sentencepiece,
+        old_ids={**f.old_ids, **{a.content: i for i, a in tok.added_tokens_decoder.items()}},
+    )
+
+
+def _fallback_class(folder: Path, sentencepiece: str | None) -> str | None:
+    """The class train.FALLBACK_CLASSES gives the folder's vocab files, None without any."""
+    for marker, cls in train.FALLBACK_CLASSES:
+        if marker.endswith(".model"):
+            if sentencepiece is not None and fnmatch(sentencepiece, marker):
+                return cls
+        elif (folder / marker).is_file():
+            return cls
+    return None
+
+
+def _from_tiktoken(f: _Folder) -> Source | None:
+    for name in files_fmt.TIKTOKEN_NAMES:
+        ranks = files_fmt.read_tiktoken(f.path / name) if (f.path / name).is_file() else None
+        if ranks:
+            tj = files_fmt.tiktoken_to_json(ranks, f.vocab)
+            tj = _merge_added(tj, [e for e in f.declared if e["id"] >= len(ranks)])
+            cls = _class_name(f.path, f.config, "PreTrainedTokenizerFast")
+            return Source(f.path, tj, f.config, cls, tiktoken=name, old_ids=f.old_ids)
+    return None
+
+
+def _from_config_only(f: _Folder) -> Source | None:
+    """Only tokenizer_config.json (the vocab is LFS-only or elsewhere): train a tokenizer of the
+    declared class, keeping its special tokens and chat template."""
+    if not f.config:
+        return None
+    cls = _class_name(f.path, f.config, "")
+    if not cls:
+        raise UsageError(
+            f"{f.path}/tokenizer_config.json names no tokenizer_class and there is no config.json "
+            "model_type, so the tokenizer class is unknown. "
+            "Add tokenizer_class to tokenizer_config.json, or pass model_type=..."
+        )
+    essential = essential_tokens(f.path, f.config, f.declared, {})
+    entries = [e for e in f.declared if e["content"] in essential]
+    entries += [
+        {"content": t, "special": True} for t in sorted(essential - {e["content"] for e in entries})
+    ]
+    tj = train.train_json(cls, f.vocab - len(entries))
+    return Source(
+        f.path, train.append_added_tokens(tj, entries), f.config, cls, "scratch", old_ids=f.old_ids
+    )
+
+
+# The layouts, in the order they are tried: the first reader that recognises the folder wins.
+_READERS = (
+    _from_retrain,
+    _from_tokenizer_json,
+    _from_vocab_files,
+    _from_tiktoken,
+    _from_config_only,
+)
 
 
 def load_source_tokenizer(src: Path, config: dict):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Sequence
 
 from tinykit.errors import UnsupportedModelError
 from tinykit.tokenizer.edit import BYTE_FALLBACK_PIECES, _remap_processor
@@ -32,6 +33,15 @@ CORPUS = (
 # Model types whose AutoTokenizer entry is None, generic, or a class that cannot be trained from
 # nothing: train a Llama-style byte-fallback BPE, the most common layout for decoder-only models.
 _DEFAULT_CLASS = "LlamaTokenizer"
+# Vocab files without tokenizer.json whose tokenizer_config.json names no class: the file that
+# marks the layout and the class that reads it, first match wins ("*.model" is any other
+# SentencePiece model file).
+FALLBACK_CLASSES = (
+    ("spiece.model", "T5Tokenizer"),
+    ("*.model", "LlamaTokenizer"),
+    ("vocab.txt", "BertTokenizer"),
+    ("merges.txt", "GPT2Tokenizer"),
+)
 _GENERIC = {None, "TokenizersBackend", "PreTrainedTokenizerFast"}
 
 
@@ -48,7 +58,7 @@ def class_for_model_type(model_type: str) -> str:
     name = TOKENIZER_MAPPING_NAMES.get(model_type)
     if isinstance(name, (tuple, list)):
         name = next((n for n in name if n), None)
-    if name not in _GENERIC and _trainable(name):
+    if name is not None and name not in _GENERIC and _trainable(name):
         return name
     if model_type in _text_model_types():
         return _DEFAULT_CLASS
@@ -102,7 +112,7 @@ def tokenizer_class(name: str):
     )
 
 
-def train_json(class_name: str, vocab: int, extra_corpus: list[str] = ()) -> dict:
+def train_json(class_name: str, vocab: int, extra_corpus: Sequence[str] = ()) -> dict:
     """A tokenizer.json trained from scratch for `class_name`, at most `vocab` ids."""
     tok = tokenizer_class(class_name)()
     return _train(tok, vocab, extra_corpus)
@@ -119,12 +129,12 @@ def _train(tok, vocab: int, extra_corpus) -> dict:
     corpus = list(CORPUS) + [
         " ".join(extra_corpus[i : i + 64]) for i in range(0, len(extra_corpus), 64)
     ]
-    base = json.loads(tok._tokenizer.to_str())
+    base = json.loads(tok.backend_tokenizer.to_str())
     needs_bytes = base["model"].get("type") == "BPE" and base["model"].get("byte_fallback")
     budget = vocab - (len(BYTE_FALLBACK_PIECES) if needs_bytes else 0)
     trained = tok.train_new_from_iterator(corpus, vocab_size=max(budget, 32), show_progress=False)
-    tj = json.loads(trained._tokenizer.to_str())
-    tj = canonical(tj, trained._tokenizer, corpus)
+    tj = json.loads(trained.backend_tokenizer.to_str())
+    tj = canonical(tj, trained.backend_tokenizer, corpus)
     if needs_bytes:
         tj = append_model_tokens(
             tj, [p for p in BYTE_FALLBACK_PIECES if p not in tj["model"]["vocab"]]

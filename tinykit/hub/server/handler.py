@@ -14,7 +14,7 @@ import hmac
 import json
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from tinykit.hub.server import guard
@@ -34,11 +34,11 @@ class _Route:
     """What a URL path names; filled in by `HubHandler._route`."""
 
     kind = "other"
-    repo_type: str | None = None
-    repo_id: str | None = None
-    revision: str | None = None
-    filename: str | None = None
-    action: str | None = None
+    repo_type = ""
+    repo_id = ""
+    revision = ""  # "" where the URL names none: the handlers read it as "main"
+    filename = ""
+    action = ""
     tree_path = ""
     oid = ""  # LFS object id, for /_lfs/ upload and verify
 
@@ -66,7 +66,7 @@ class HubHandler(BaseHTTPRequestHandler):
             guard.check_origin(self.headers)
             if self.command not in _METHODS:
                 raise Refused(405, f"method {self.command} is not served", "MethodNotAllowed")
-            self._body = guard.read_body(self.rfile, self.headers, self.hub.max_body)
+            self._body = guard.read_body(self.rfile, self.headers, self.hub.max_body)  # type: ignore[arg-type]  # rfile is a BinaryIO at runtime
             self._query = parse_qs(url.query)
             route = self._r = self._route([unquote(s) for s in url.path.split("/")[1:]])
             if self._is_write(route):
@@ -74,7 +74,7 @@ class HubHandler(BaseHTTPRequestHandler):
                     self.headers.get("Authorization"), self.hub.token, self.hub.read_only
                 )
             fault = self.hub.faults.apply(self.command, unquote(url.path))
-            if fault is not None:
+            if fault is not None and fault.status is not None:  # apply() returns failing ones only
                 self._error(fault.status, fault.error_code, f"injected fault for {url.path}")
             else:
                 self._handle(route)
@@ -123,10 +123,10 @@ class HubHandler(BaseHTTPRequestHandler):
                 getattr(self, "path", "-"),
                 status,
                 r.kind,
-                r.repo_type,
-                r.repo_id,
-                r.revision,
-                r.filename,
+                r.repo_type or None,  # the log says None for what the URL does not name
+                r.repo_id or None,
+                r.revision or None,
+                r.filename or None,
                 self.headers.get("Range") if getattr(self, "headers", None) else None,
             )
         )
@@ -159,7 +159,7 @@ class HubHandler(BaseHTTPRequestHandler):
         if seg[:1] == ["api"] and len(seg) >= 4 and seg[1] in _PLURAL:
             r.kind, r.repo_type, r.repo_id = "api", _PLURAL[seg[1]], guard.check_repo_id(*seg[2:4])
             r.action = seg[4] if len(seg) > 4 else "info"
-            r.revision = seg[5] if len(seg) > 5 else ("main" if r.action == "info" else None)
+            r.revision = seg[5] if len(seg) > 5 else ("main" if r.action == "info" else "")
             if r.action == "tree":
                 r.tree_path = "/".join(seg[6:]).strip("/")
             return r
@@ -169,10 +169,10 @@ class HubHandler(BaseHTTPRequestHandler):
         if seg[:1] == ["_cdn"] and len(seg) >= 6:  # /_cdn/{type}s/{org}/{name}/{sha}/{path}
             r.kind, r.repo_type, r.repo_id = (
                 "cdn",
-                _PLURAL.get(seg[1]),
+                _PLURAL.get(seg[1], ""),
                 guard.check_repo_id(*seg[2:4]),
             )
-            if r.repo_type is None:
+            if not r.repo_type:
                 raise bad_request(f"unknown repo type {seg[1]!r}")
             r.revision, r.filename = seg[4], "/".join(seg[5:])
             return r
@@ -364,7 +364,7 @@ class HubHandler(BaseHTTPRequestHandler):
         except UnicodeDecodeError:
             raise bad_request("commit body is not UTF-8 ndjson") from None
         lines = [parse_json(line.encode()) for line in text.splitlines() if line.strip()]
-        operations = [
+        operations: list[Any] = [  # non-dict lines are refused by the store
             line for line in lines if not isinstance(line, dict) or line.get("key") != "header"
         ]
         snap = self.hub.store.commit(r.repo_type, r.repo_id, r.revision or "main", operations)

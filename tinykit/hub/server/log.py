@@ -91,14 +91,14 @@ class RequestLog:
 
     def files_requested(self, repo_id: str | None = None) -> list[str]:
         """Names of files asked for (HEAD or GET on resolve/CDN URLs), in request order."""
-        return [r.filename for r in self._file_records(repo_id)]
+        return [r.filename for r in self._file_records(repo_id) if r.filename is not None]
 
     def files_downloaded(self, repo_id: str | None = None) -> list[str]:
         """Names of files whose bytes were sent (GET answered 200 or 206), in request order."""
         return [
             r.filename
             for r in self._file_records(repo_id)
-            if r.method == "GET" and r.status in (200, 206)
+            if r.method == "GET" and r.status in (200, 206) and r.filename is not None
         ]
 
     def weight_files_requested(self) -> list[str]:

@@ -30,7 +30,6 @@ from tinykit._files import atomic_write
 from tinykit.hub.server import commit as commits
 from tinykit.hub.server.guard import Refused, bad_request, check_repo_id
 
-REPO_TYPES = ("model", "dataset", "space")
 URL_PREFIX = {"model": "", "dataset": "datasets/", "space": "spaces/"}
 
 # The Hub stores these as LFS objects (the default `.gitattributes` of a new Hub repo), and so
@@ -293,12 +292,12 @@ class RepoStore:
         key = (str(local), stat.st_size, stat.st_mtime_ns)
         hashes = self._hashes.get(key)
         if hashes is None:  # hashing a 90 MB file costs ~0.3 s: once per version
-            sha1, sha256 = hashlib.sha1(b"blob %d\0" % stat.st_size), hashlib.sha256()
+            blob, content = hashlib.sha1(b"blob %d\0" % stat.st_size), hashlib.sha256()
             with open(local, "rb") as f:
                 while chunk := f.read(1 << 20):
-                    sha1.update(chunk)
-                    sha256.update(chunk)
-            hashes = sha1.hexdigest(), sha256.hexdigest()
+                    blob.update(chunk)
+                    content.update(chunk)
+            hashes = blob.hexdigest(), content.hexdigest()
             # mtime ticks are coarse (ms): a file written again within one tick and at the same
             # size would keep a stale hash, so only files left alone for a while are cached.
             if time.time_ns() - stat.st_mtime_ns > _SETTLED_NS:
