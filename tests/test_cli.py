@@ -231,7 +231,7 @@ def test_inprocess_determinism_imports_a_module_of_the_current_folder(tmp_path):
         ),
         (
             ["make-tiny", "llama", "--hiden", "8"],
-            "tinykit make-tiny: error: unrecognized arguments: --hiden 8. Did you mean '--hidden'?",
+            "tinykit make-tiny: error: unrecognized arguments: --hiden 8. Did you mean '--hidden'?*",
         ),
     ],
 )
@@ -248,8 +248,8 @@ def test_usage_errors_answer_before_heavy_imports_with_a_suggestion(args, messag
     assert fnmatch.fnmatch(lines[-1], message), lines[-1]
     imported = {line.split("|")[-1].strip() for line in lines if line.startswith("import time:")}
     assert not imported & {"torch", "transformers", "datasets"}
-    if "--hiden" in args:  # the subcommand's own usage, not the top-level one
-        assert any(line.startswith("usage: tinykit make-tiny ") for line in lines)
+    if "--hiden" in args:  # the subcommand's own help, not the top-level one (in one line)
+        assert lines[-1].endswith("See: tinykit make-tiny --help"), lines[-1]
 
 
 def test_faithful_without_tokenizer_files_is_an_error_and_verify_flags_a_missing_one(tmp_path):

@@ -175,7 +175,9 @@ def test_a():
 
 def test_pytest_randomly_seed_is_the_one_seed(pytester, monkeypatch, pytest_randomly):
     path = pytester.makepyfile(DRAWS)
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([pytest_randomly, os.environ["PYTHONPATH"]]))
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join(filter(None, [pytest_randomly, os.environ.get("PYTHONPATH")]))
+    )
     first = pytester.runpytest_subprocess("-s", "--randomly-seed=123")
     first.assert_outcomes(passed=1)
     first.stdout.fnmatch_lines(["Using --randomly-seed=123", "tinykit: seed=123 *"])

@@ -1,6 +1,6 @@
 """Bisect over 20 local releases: cached overlay environments vs a fresh venv per step.
 
-    python benchmarks/bisect.py [--releases 20]
+    python benchmarks/bisect_envs.py [--releases 20]
 
 A synthetic package (tkdemo 1.0 ... 1.19, hand-written wheels in a local folder, broken from
 1.13) is bisected three ways with the same predicate and the same search:
