@@ -1,0 +1,51 @@
+"""The public API and the README's file map stay true: every exported name and documented path loads."""
+
+from __future__ import annotations
+
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+
+import tinykit
+
+REPO = Path(__file__).resolve().parents[1]
+FILE_MAP = (REPO / "README.md").read_text().split("## Files", 1)[1]
+MAPPED = re.findall(r"^(tinykit/\S+)", FILE_MAP, re.M)
+
+
+@pytest.mark.parametrize("name", tinykit.__all__)
+def test_every_public_name_loads(name):
+    assert getattr(tinykit, name) is not None
+
+
+@pytest.mark.parametrize("path", [p for p in MAPPED if "<" not in p])
+def test_every_documented_path_exists_and_imports(path):
+    target = REPO / path
+    assert target.exists(), f"README's file map names {path}, which does not exist"
+    if path.endswith(".py") and not path.endswith("__main__.py"):
+        importlib.import_module(
+            path.removesuffix(".py").replace("/", ".").removesuffix(".__init__")
+        )
+
+
+def test_every_module_is_in_the_file_map():
+    folders = tuple(p for p in MAPPED if p.endswith("/"))
+    unlisted = [
+        str(p.relative_to(REPO))
+        for p in sorted((REPO / "tinykit").rglob("*.py"))
+        if str(p.relative_to(REPO)) not in MAPPED
+        and not str(p.relative_to(REPO)).startswith(folders + ("tinykit/cli/",))
+        and p.name != "__init__.py"
+    ]
+    assert not unlisted, f"add these to README.md's file map: {unlisted}"
+
+
+def test_moved_modules_keep_their_public_attribute_paths():
+    assert tinykit.seed.seed_everything is tinykit.seed_everything
+    assert callable(tinykit.env.capture) and callable(tinykit.env.diff)
+    assert tinykit.errors.TinykitError
+    from tinykit.distributed import free_port
+
+    assert free_port() > 0
