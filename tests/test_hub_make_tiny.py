@@ -136,8 +136,9 @@ def test_cli_hub_failures_are_one_line_errors_with_exit_3(case, tiny_hub, tmp_pa
         env = {"HF_ENDPOINT": f"http://127.0.0.1:{_closed_port()}"}
     result = _make_tiny(*args, "-o", str(tmp_path / "out"), **env)
     assert result.returncode == 3
-    assert result.stderr.startswith(f"tinykit: error: {message}"), result.stderr
-    assert result.stderr.count("\n") == 1  # one line, no traceback
+    *stages, error = result.stderr.splitlines()  # stage lines ("tinykit: resolving ..") first
+    assert all(s.startswith("tinykit: ") and "error" not in s for s in stages), result.stderr
+    assert error.startswith(f"tinykit: error: {message}"), result.stderr  # one line, no traceback
     assert not (tmp_path / "out").exists()  # nothing half-written
     if case == "gated repo":
         assert "hf auth login" in result.stderr and "HF_TOKEN" in result.stderr
