@@ -312,6 +312,7 @@ def test_fault(command, name, inputs, request, tmp_path, monkeypatch, capsys):
     (tmp_path / "out").mkdir()
     monkeypatch.chdir(tmp_path / "out")  # default output names land here, where we look
     before = {str(p): _tree(p) for p in watched if p.is_dir()}
+    capsys.readouterr()  # drop what building the `model` fixture printed: judge the command alone
     try:
         code = main(argv)
     except SystemExit as e:  # argparse

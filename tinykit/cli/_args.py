@@ -38,3 +38,20 @@ def seconds(text: str) -> float:
     if not (math.isfinite(value) and 0 < value <= 86400):
         raise argparse.ArgumentTypeError(f"{text} s is out of range: use 0 < seconds <= 86400")
     return value
+
+
+def split_command(args: argparse.Namespace) -> list[str]:
+    """Split what follows PACKAGE at the first `--`: options before it, the command after.
+
+    argparse alone cannot: a REMAINDER positional after PACKAGE swallows the options too.
+    """
+    rest = list(args.cmd)
+    cut = rest.index("--") if "--" in rest else len(rest)
+    if rest[:cut]:
+        args.options_parser.parse_args(rest[:cut], namespace=args)
+    return rest[cut + 1 :]
+
+
+def comma_list(value: str | None) -> list[str] | None:
+    """`--versions a,b,c` as a list (blanks dropped); None when the option was not given."""
+    return [x.strip() for x in value.split(",") if x.strip()] if value else None

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from tinykit.cli import emit
+from tinykit.cli._args import comma_list, split_command
 from tinykit.errors import BisectError
 
 EXAMPLES = [
@@ -15,20 +16,8 @@ EXAMPLES = [
 ]
 
 
-def _split_command(args: argparse.Namespace) -> list[str]:
-    """Split what follows PACKAGE at the first `--`: options before it, the command after.
-
-    argparse alone cannot: a REMAINDER positional after PACKAGE swallows the options too.
-    """
-    rest = list(args.cmd)
-    cut = rest.index("--") if "--" in rest else len(rest)
-    if rest[:cut]:
-        args.options_parser.parse_args(rest[:cut], namespace=args)
-    return rest[cut + 1 :]
-
-
 def _command(args: argparse.Namespace) -> list[str]:
-    cmd = _split_command(args)
+    cmd = split_command(args)
     for name in ("good", "bad"):
         if getattr(args, name) is None:
             raise BisectError(f"--{name} is required. Example: {EXAMPLES[0]}")
@@ -118,9 +107,7 @@ def run_versions(args: argparse.Namespace) -> int:
         args.good,
         args.bad,
         cmd,
-        versions=[x.strip() for x in args.versions.split(",") if x.strip()]
-        if args.versions
-        else None,
+        versions=comma_list(args.versions),
         pre=args.pre,
         repeat=args.repeat,
         timeout=args.timeout,

@@ -79,9 +79,10 @@ def run_lock(args: argparse.Namespace) -> int:
 
 def run_compat(args: argparse.Namespace) -> int:
     from tinykit.bisect.compat import fixtures_compat
+    from tinykit.cli._args import comma_list
 
     result = fixtures_compat(
-        [v.strip() for v in args.versions.split(",") if v.strip()],
+        comma_list(args.versions) or [],
         args.names,
         package=args.package,
         fixtures_dir=args.fixtures_dir,

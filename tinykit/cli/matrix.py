@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from tinykit.cli import emit
-from tinykit.cli.bisect import _split_command
+from tinykit.cli._args import comma_list, split_command
 
 EXAMPLES = [
     "tinykit matrix transformers --since 5.0 -- pytest -x -q tests/test_x.py",
@@ -43,13 +43,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from tinykit.bisect.matrix import run_matrix
 
-    cmd = _split_command(args)
+    cmd = split_command(args)
     result = run_matrix(
         args.package,
         cmd,
-        versions=[x.strip() for x in args.versions.split(",") if x.strip()]
-        if args.versions
-        else None,
+        versions=comma_list(args.versions),
         since=args.since,
         repeat=args.repeat,
         timeout=args.timeout,
