@@ -51,6 +51,15 @@ def test_qwen2_5_vl_vision_keeps_a_window_and_a_full_attention_block():
     )
 
 
+@pytest.mark.parametrize(("hidden", "heads"), [(10, 1), (20, 2), (12, 1), (32, 4)])
+def test_qwen2_5_vl_vision_heads_fit_its_2d_rotary_grid(hidden, heads):
+    # the tower rotates head_dim // 2 frequencies per image axis: head_dim must be a multiple of 4
+    vision = shrink("Qwen/Qwen2.5-VL-7B-Instruct", hidden=hidden, heads=heads, kv_heads=1)
+    vision = vision.config.vision_config
+    assert (vision.hidden_size // vision.num_heads) % 4 == 0
+    assert vision.hidden_size <= hidden and vision.out_hidden_size == hidden
+
+
 def test_gemma3_keeps_per_layer_type_rope_parameters_keyed():
     s = shrink("google/gemma-3-4b-it")
     text = s.config.text_config

@@ -131,6 +131,25 @@ def test_remote_code_repo_fails_cleanly_and_writes_nothing(name, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_vision_tower_failing_on_sample_pixels_is_a_finding_not_a_traceback(tmp_path):
+    from tinykit.errors import TinyArtifactInvalid
+    from tinykit.model.verify import verify
+
+    # undo the recipe that keeps the tower's heads a multiple of 4 wide: its 2-D rotary fails
+    recipe = tmp_path / "no_round.toml"
+    recipe.write_text(
+        'model_types = ["qwen2_5_vl_vision"]\n[derive]\nhidden_size = "hidden_size"\n'
+    )
+    source = HUB_FILES / "Qwen/Qwen2.5-VL-7B-Instruct"
+    spec = dict(hidden=10, heads=1, kv_heads=1, recipes=(str(recipe),))
+    with pytest.raises(TinyArtifactInvalid, match="sample inputs cannot be made: RuntimeError"):
+        build(source, tmp_path / "checked", **spec)
+    assert not (tmp_path / "checked").exists()
+    build(source, tmp_path / "unchecked", check=False, **spec)
+    report = verify(tmp_path / "unchecked")
+    assert not report.ok and report.problems[-1].startswith("sample inputs cannot be made")
+
+
 def test_faithful_mode_keeps_the_real_tokenizer_and_chat_template(tmp_path):
     import transformers
 
