@@ -14,6 +14,7 @@ from tinykit._versions import __version__
 # public name -> module that defines it
 _LAZY = {
     "HubServer": "tinykit.hub.server",
+    "build_standins": "tinykit.standins.build",
     "check_determinism": "tinykit.repro.determinism",
     "fixture_path": "tinykit.artifacts.lookup",
     "make_synthetic_dataset": "tinykit.dataset.synthetic",
@@ -34,6 +35,7 @@ __all__ = [  # every name of _LAZY and _MODULES (tests/test_import_is_light.py c
     "HubServer",
     "ShrinkSpec",
     "__version__",
+    "build_standins",
     "check_determinism",
     "env",
     "errors",
@@ -63,6 +65,7 @@ if TYPE_CHECKING:
     from tinykit.repro import env, seed
     from tinykit.repro.determinism import check_determinism
     from tinykit.repro.seed import seed_everything
+    from tinykit.standins.build import build_standins
     from tinykit.tokenizer.build import make_tiny_tokenizer
 
 

@@ -120,6 +120,17 @@ def select(specs: dict[str, FixtureSpec], names: list[str] | None) -> list[Fixtu
     return [specs[n] for n in names]
 
 
+def option_names(kind: str) -> set[str]:
+    """Every option a ``kind`` spec may name: the builder's keywords and, for models, ShrinkSpec's."""
+    params = inspect.signature(BUILDERS[kind]).parameters
+    names = {
+        name
+        for name, p in params.items()
+        if p.kind is inspect.Parameter.KEYWORD_ONLY and name not in _NOT_SPEC
+    }
+    return names | ({f.name for f in dataclasses.fields(ShrinkSpec)} if kind == "model" else set())
+
+
 def normalise(kind: str, spec: Mapping[str, Any]) -> dict[str, Any]:
     """``spec`` in canonical form: validated, defaults removed (``{}`` and ``{"hidden": 32}``
     name one model), so that it keys one cache entry. A typo fails here, before any lock."""

@@ -2,8 +2,10 @@
 
 A repo is a folder, found either under the served root (`<org>/<name>/` for models,
 `datasets/<org>/<name>/`, `spaces/<org>/<name>/`) or mounted explicitly with `RepoStore.mount`
-(that is how the `tiny_hub` fixture serves folders from anywhere, and how a second revision
-of a repo is served). Ids are matched case-insensitively, as the real Hub does.
+(that is how the `tiny_hub` fixture serves folders from anywhere). Other branches of a repo
+are folders under `_revisions/<type>/<org>/<name>/<branch>/` (`refs/pr/1` is three levels
+deep: the first folder on a path that holds a file is a branch), or mounts. Ids are matched
+case-insensitively, as the real Hub does.
 
 Commit shas are derived from the content (repo, revision name, every path and blob id), so a
 client's cached snapshot goes stale exactly when a served file changes. Pushes write into the
@@ -73,6 +75,7 @@ LFS_SUFFIXES = frozenset(
 )
 LFS_MIN_SIZE = 10 * 1024 * 1024
 _SETTLED_NS = 2_000_000_000
+REVISIONS_DIR = "_revisions"  # <root>/_revisions/<type>/<org>/<name>/<branch>/: other branches
 _SKIPPED_DIRS = {".git", ".cache"}  # git internals and huggingface_hub's local_dir metadata
 
 
@@ -221,7 +224,9 @@ class RepoStore:
         mounted = self._mounts.get((repo_type, repo_id.lower(), revision))
         if mounted:
             return mounted
-        if revision != "main" or repo_id.count("/") != 1:
+        if revision != "main":
+            return self._branch_folders(repo_type, repo_id).get(revision)
+        if repo_id.count("/") != 1 or repo_id.split("/")[0] == REVISIONS_DIR:
             return None
         try:
             check_repo_id(*repo_id.split("/"))
@@ -239,10 +244,27 @@ class RepoStore:
         canonical = "/".join(found.relative_to(base).parts)
         return canonical, found
 
+    def _branch_folders(self, repo_type: str, repo_id: str) -> dict[str, tuple[str, Path]]:
+        """The branches other than main served from `_revisions/<type>/<org>/<name>/`."""
+        main = self._locate(repo_type, repo_id, "main")
+        if main is None:  # a branch is served beside the repo's main folder only
+            return {}
+        canonical, _ = main
+        base = self.root / REVISIONS_DIR / repo_type / canonical
+        found: dict[str, tuple[str, Path]] = {}
+        if not base.is_dir() or not base.resolve().is_relative_to(self.root.resolve()):
+            return found
+        for dirpath, dirnames, filenames in os.walk(base):
+            if Path(dirpath) != base and filenames:
+                found[Path(dirpath).relative_to(base).as_posix()] = (canonical, Path(dirpath))
+                dirnames.clear()  # a branch's own sub-folders are its files' folders
+        return found
+
     def _revisions(self, repo_type: str, repo_id: str) -> list[str]:
         if (repo_type, repo_id.lower(), None) in self._hidden:
             return []
         names = {rev for (t, rid, rev) in self._mounts if t == repo_type and rid == repo_id.lower()}
+        names.update(self._branch_folders(repo_type, repo_id))
         if self._locate(repo_type, repo_id, "main"):
             names.add("main")
         return sorted(names)
@@ -334,7 +356,7 @@ class RepoStore:
             if key in self._mounts or snap.revision != "main":
                 target = self.root / URL_PREFIX[repo_type] / canonical
                 if snap.revision != "main":
-                    target = self.root / "_revisions" / repo_type / canonical / snap.revision
+                    target = self.root / REVISIONS_DIR / repo_type / canonical / snap.revision
                 if not target.resolve().is_relative_to(self.root.resolve()):
                     raise bad_request(f"cannot write revision {snap.revision!r}: outside the root")
                 if target.resolve() != folder.resolve():

@@ -1,0 +1,92 @@
+"""`tinykit standins build|discover`: the Hub repos a test suite needs, from a manifest."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from tinykit.cli import emit
+from tinykit.cli._args import seconds, split_command
+from tinykit.errors import UsageError
+
+EXAMPLES = """examples:
+  tinykit standins discover -o standins.toml -- python -m pytest -x tests/test_models.py
+  tinykit standins build standins.toml -o hub
+  tinykit hub serve hub      # then run the suite with the printed HF_ENDPOINT
+"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "standins",
+        help="build the Hub repos a test suite needs from a manifest, or draft one",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    actions = parser.add_subparsers(dest="standins_command", metavar="ACTION", required=True)
+    build = actions.add_parser(
+        "build",
+        help="build every entry of MANIFEST.toml into a folder `tinykit hub serve` serves",
+        description="Build every model and dataset entry of a stand-in manifest in one process "
+        "(cached: a second build copies), into HUBDIR/<org>/<name>/, HUBDIR/datasets/<org>/<name>/ "
+        "and HUBDIR/_revisions/<type>/<org>/<name>/<branch>/. See docs/standins.md.",
+    )
+    build.add_argument("manifest", metavar="MANIFEST.toml")
+    build.add_argument("-o", "--out", required=True, metavar="HUBDIR", help="the hub folder")
+    build.add_argument("--force", action="store_true", help="replace HUBDIR if it is not empty")
+    build.add_argument("--cache-dir", metavar="DIR", help="artifact cache (default: TINYKIT_CACHE)")
+    build.add_argument("--json", action="store_true", help="print the report as JSON")
+    build.set_defaults(func=run_build)
+
+    opts = argparse.ArgumentParser(add_help=False, prog="tinykit standins discover")
+    opts.add_argument(
+        "-o", "--out", metavar="MANIFEST", help="write the draft here (default: stdout)"
+    )
+    opts.add_argument(
+        "--timeout", type=seconds, metavar="S", help="stop the command after S seconds"
+    )
+    opts.add_argument("--json", action="store_true", help="print the repos asked for as JSON")
+    discover = actions.add_parser(
+        "discover",
+        parents=[opts],
+        help="run CMD against an empty recording Hub and draft the manifest it needs",
+        description="Run CMD with HF_ENDPOINT set to a loopback Hub that answers every repo "
+        "with 404 at once and records each repo and file asked for, then write a draft "
+        "manifest with a source guessed from each repo's name (TODO entries where it cannot).",
+    )
+    discover.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD", help="the command")
+    discover.set_defaults(func=run_discover, options_parser=opts)
+
+
+def run_build(args: argparse.Namespace) -> int:
+    from tinykit.standins.build import build_standins
+
+    report = build_standins(args.manifest, args.out, force=args.force, cache_dir=args.cache_dir)
+    lines = [e.line() for e in report.entries]
+    lines.append(
+        f"{len(report.entries)} stand-in(s) in {report.out} ({report.built} built, "
+        f"{len(report.entries) - report.built} cached) in {report.seconds:.1f} s. "
+        f"Serve them with: tinykit hub serve {report.out}"
+    )
+    emit(report.to_dict(), args.json, "\n".join(lines))
+    return 0
+
+
+def run_discover(args: argparse.Namespace) -> int:
+    from tinykit.standins.discover import discover
+
+    cmd = split_command(args)
+    if not cmd:
+        raise UsageError("no command to run. Put it after --, e.g. -- pytest -x tests/.")
+    result = discover(cmd, args.out, timeout=args.timeout)
+    if args.json:
+        emit(result.to_dict(), True, "")
+    elif args.out:
+        print(f"{len(result.repos)} repo(s) asked for; draft manifest written to {args.out}")
+    else:
+        sys.stdout.write(result.manifest)
+    print(
+        f"tinykit: the command exited {result.returncode} (404s make its tests fail; expected)",
+        file=sys.stderr,
+    )
+    return 0

@@ -1,0 +1,216 @@
+"""build_standins: every repo of a manifest, built in one process into a folder `hub serve` serves.
+
+    report = tinykit.build_standins("tests/clients/peft-standins.toml", "hub")
+    # hub/<org>/<name>/...                         each model at main
+    # hub/datasets/<org>/<name>/...                each dataset at main
+    # hub/_revisions/<type>/<org>/<name>/<branch>/ other branches (refs/pr/1 ...)
+
+One process pays the torch/transformers imports once (a CLI call per repo spends most of its
+10-30 s there). Each entry goes through the artifact cache (`tinykit.artifacts.cache`), keyed
+like a fixture plus the content of any file option (a chat template edited in place makes a
+new key), so a second build of the same manifest copies cached folders and takes seconds. The
+whole tree is staged and renamed into place: a failing entry leaves no half-built hub folder.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tinykit._files import output_errors, replace_folder, sha256_file, tree_digest
+from tinykit.errors import TinykitError
+from tinykit.hub.server.store import REVISIONS_DIR
+from tinykit.progress import stage
+from tinykit.standins.manifest import PATH_OPTIONS, Entry, Manifest, load_manifest, resolve_path
+
+
+@dataclass(frozen=True)
+class EntryReport:
+    """What one manifest entry became."""
+
+    repo_id: str
+    kind: str
+    revision: str
+    path: Path  # the folder inside the hub tree
+    cached: bool  # found in the artifact cache, not built now
+    seconds: float
+    bytes: int
+    detail: str  # the model class, or the dataset's splits
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.__dict__, "path": str(self.path)}
+
+    def line(self) -> str:
+        at = "" if self.revision == "main" else f"@{self.revision}"
+        how = "cached" if self.cached else "built"
+        return (
+            f"{self.repo_id}{at}: {self.kind.replace('_', ' ')}, {self.detail}, "
+            f"{self.bytes:,} bytes, {how} in {self.seconds:.1f} s"
+        )
+
+
+@dataclass
+class StandinsReport:
+    """Every entry's report, the hub folder, and the whole build's wall time."""
+
+    out: Path
+    entries: list[EntryReport] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def built(self) -> int:
+        return sum(not e.cached for e in self.entries)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "out": str(self.out),
+            "seconds": round(self.seconds, 3),
+            "built": self.built,
+            "cached": len(self.entries) - self.built,
+            "entries": [e.to_dict() for e in self.entries],
+        }
+
+
+def hub_folder(out: Path, repo_type: str, repo_id: str, revision: str = "main") -> Path:
+    """Where `hub serve out` finds `repo_id` at `revision` (see the module docstring)."""
+    prefix = "" if repo_type == "model" else f"{repo_type}s"
+    if revision == "main":
+        return out / prefix / repo_id if prefix else out / repo_id
+    return out / REVISIONS_DIR / repo_type / repo_id / revision
+
+
+def build_standins(
+    manifest: str | os.PathLike[str] | Manifest,
+    out: str | os.PathLike[str],
+    *,
+    force: bool = False,
+    cache_dir: str | os.PathLike[str] | None = None,
+) -> StandinsReport:
+    """Build every entry of `manifest` into the hub folder `out`; return the per-entry report.
+
+    Args:
+        manifest: a manifest file (see `tinykit.standins.manifest`) or a parsed `Manifest`.
+        out: the hub folder to write; missing or empty, unless `force`.
+        force: replace a non-empty `out`.
+        cache_dir: the artifact cache (default: TINYKIT_CACHE, else ~/.cache/tinykit).
+
+    Raises:
+        UsageError: a bad manifest or entry (the message names the entry), or a bad `out`.
+        Any builder error, its message prefixed with the entry it came from.
+    """
+    from tinykit.artifacts.cache import Cache
+
+    started = time.perf_counter()
+    parsed = manifest if isinstance(manifest, Manifest) else load_manifest(manifest)
+    target = Path(out)
+    cache = Cache(cache_dir)
+    jobs = [(e, rev, opts) for e in parsed.entries for rev, opts in _branches(e)]
+    report = StandinsReport(target)
+    with output_errors(target), replace_folder(target, force=force) as staging:
+        for n, (entry, revision, options) in enumerate(jobs, 1):
+            at = "" if revision == "main" else f"@{revision}"
+            stage(f"[{n}/{len(jobs)}] {entry.repo_id}{at} ({entry.kind}: {_shown(entry.source)})")
+            report.entries.append(
+                _build_entry(entry, revision, options, parsed.base, cache, staging)
+            )
+    report.entries = [
+        _moved(e, staging, target) for e in report.entries
+    ]  # paths as they are now, after the rename
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _branches(entry: Entry) -> list[tuple[str, dict[str, Any]]]:
+    return [("main", entry.options)] + [
+        (name, {**entry.options, **_renamed(extra)}) for name, extra in entry.revisions.items()
+    ]
+
+
+def _renamed(options: dict[str, Any]) -> dict[str, Any]:
+    from tinykit.standins.manifest import RENAMED
+
+    return {RENAMED.get(k, k): v for k, v in options.items()}
+
+
+def _build_entry(
+    entry: Entry, revision: str, options: dict[str, Any], base: Path, cache: Any, staging: Path
+) -> EntryReport:
+    from tinykit.artifacts.cache import artifact_name
+    from tinykit.artifacts.named import BUILDERS, normalise
+
+    started = time.perf_counter()
+    try:
+        spec = normalise(entry.kind, {k: resolve_path(v, base) for k, v in options.items()})
+        local = isinstance(entry.source, str) and (base / entry.source).exists()
+        source = str((base / entry.source).resolve()) if local else entry.source
+        # A file option (chat template, tokenizer folder, features file) keys by its content:
+        # the same path with new bytes is a new stand-in.
+        contents = {k: _digest(spec[k]) for k in PATH_OPTIONS if _is_local(spec.get(k))}
+        key = cache.key(
+            entry.kind, entry.source, {**spec, "_contents": contents}, spec.get("revision"), source
+        )
+        cached = cache.lookup(key) is not None
+        shown = {"display_source": entry.source} if local and entry.kind != "tokenizer" else {}
+
+        def run_builder(folder: Path) -> None:
+            BUILDERS[entry.kind](source, folder, **spec, **shown)
+
+        built = cache.get_or_build(
+            key,
+            run_builder,
+            kind=entry.kind,
+            source=_shown(entry.source),
+            spec=spec,
+            name=artifact_name(entry.kind, entry.source),
+        )
+    except TinykitError as e:  # the builder's own message, with the entry it belongs to
+        e.args = (f"{entry.where}: {e}",)
+        raise
+    folder = hub_folder(staging, entry.repo_type, entry.repo_id, revision)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(built, folder)
+    size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+    return EntryReport(
+        entry.repo_id,
+        entry.kind,
+        revision,
+        folder,
+        cached,
+        time.perf_counter() - started,
+        size,
+        _detail(folder, entry.kind),
+    )
+
+
+def _is_local(value: Any) -> bool:
+    return isinstance(value, str) and Path(value).is_absolute() and Path(value).exists()
+
+
+def _digest(path: str) -> str:
+    p = Path(path)
+    return tree_digest(p) if p.is_dir() else sha256_file(p)
+
+
+def _shown(source: Any) -> str:
+    return "features" if isinstance(source, dict) else str(source)
+
+
+def _detail(folder: Path, kind: str) -> str:
+    """The model class of a model, the configs/splits of a dataset: what a reader checks first."""
+    import json
+
+    config = folder / "config.json"
+    if kind == "model" and config.is_file():
+        return ", ".join(json.loads(config.read_text()).get("architectures") or ["no class"])
+    data = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*.parquet"))
+    return f"{len(data)} data file(s)" if data else "no data files"
+
+
+def _moved(report: EntryReport, staging: Path, target: Path) -> EntryReport:
+    import dataclasses
+
+    return dataclasses.replace(report, path=target / report.path.relative_to(staging))

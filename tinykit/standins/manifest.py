@@ -1,0 +1,202 @@
+"""Stand-in manifests: which Hub repos a test suite needs, and how tinykit builds each one.
+
+    [defaults]                      # merged under every model entry (any make-tiny option)
+    seed = 0
+
+    [models."peft-internal-testing/tiny-random-BertForSequenceClassification"]
+    source = "bert"                 # a model_type, a folder (relative to this file) or a Hub id
+    class = "BertForSequenceClassification"
+    num_labels = 2                  # ... and any other make-tiny option: hidden, layers, vocab,
+    mode = "tiny"                   # mode, task, exact_vocab, preset, tokenizer, chat_template
+    revisions = ["refs/pr/1"]       # other branches with the same files
+
+    [models."org/name".revisions."v2"]   # or a branch with its own options on top
+    seed = 1
+
+    [datasets."org/chat"]
+    source = "data/chat"            # make-tiny-dataset source (folder, Hub id, data files)
+    rows = { train = 17, test = 2 } # an int, or rows per split
+    configs = ["default"]
+    synthetic = true                # draw rows with make-synthetic-dataset instead
+    # features = { text = { dtype = "string", _type = "Value" } }  (synthetic, from Features)
+
+Parsing checks the shape and every option name here, before anything is built, and names the
+entry and field of the first problem in one line. Option values are checked by the builders
+themselves (`tinykit.artifacts.named.normalise`), so a manifest accepts exactly what
+`make_tiny`, `make_tiny_dataset` and `make_synthetic_dataset` accept.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tinykit.errors import UsageError
+
+SECTIONS = {"models": "model", "datasets": "dataset"}
+# manifest spelling -> builder keyword (`class` is a Python keyword)
+RENAMED = {"class": "model_class"}
+# options naming a file or folder: relative paths are read from the manifest's folder
+PATH_OPTIONS = ("chat_template", "tokenizer", "features", "recipes")
+_REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+_ENTRY_KEYS = {"source", "revisions", "synthetic"}
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One repo to serve: its id, kind, what to build it from, and the branches it is on."""
+
+    repo_id: str
+    kind: str  # "model", "dataset" or "synthetic_dataset" (tinykit.artifacts.named.BUILDERS)
+    source: Any  # a model_type, folder, Hub id or data files; a Features dict (synthetic)
+    options: dict[str, Any]
+    revisions: dict[str, dict[str, Any]] = field(default_factory=dict)  # branch -> options
+
+    @property
+    def where(self) -> str:
+        return f'[{"models" if self.kind == "model" else "datasets"}."{self.repo_id}"]'
+
+    @property
+    def repo_type(self) -> str:
+        return "model" if self.kind == "model" else "dataset"
+
+
+@dataclass(frozen=True)
+class Manifest:
+    path: Path | None
+    entries: list[Entry]
+
+    @property
+    def base(self) -> Path:
+        """Where relative paths in the manifest are found: the manifest's folder."""
+        return self.path.parent if self.path else Path.cwd()
+
+
+def load_manifest(path: str | os.PathLike[str]) -> Manifest:
+    """Read and check a manifest file; UsageError naming the entry and field on a problem."""
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(
+            f'Manifest {str(path)!r} does not exist. Pass a TOML file with [models."org/name"] '
+            "entries (write a draft with: tinykit standins discover -o MANIFEST -- CMD)."
+        )
+    try:
+        data = tomllib.loads(path.read_text())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise UsageError(f"Manifest {path} is not valid TOML: {e}. Fix the file.") from e
+    return parse_manifest(data, path)
+
+
+def parse_manifest(data: dict[str, Any], path: Path | None = None) -> Manifest:
+    """Check a parsed manifest (see the module docstring) and return its entries in file order."""
+    shown = str(path) if path else "manifest"
+    if unknown := sorted(set(data) - {*SECTIONS, "defaults"}):
+        raise UsageError(
+            f"{shown}: unknown table [{unknown[0]}]. A manifest has [defaults], "
+            '[models."org/name"] and [datasets."org/name"] tables.'
+        )
+    defaults = data.get("defaults", {})
+    if not isinstance(defaults, dict):
+        raise UsageError(f"{shown}: [defaults] must be a table of make-tiny options.")
+    entries: list[Entry] = []
+    seen: set[tuple[str, str]] = set()
+    for section, kind in SECTIONS.items():
+        tables = data.get(section, {})
+        if not isinstance(tables, dict):
+            raise UsageError(f'{shown}: {section} must hold tables, e.g. [{section}."org/name"].')
+        for repo_id, table in tables.items():
+            entry = _entry(shown, kind, repo_id, table, defaults if kind == "model" else {})
+            key = (entry.repo_type, repo_id.lower())  # the Hub matches ids case-insensitively
+            if key in seen:
+                raise UsageError(f"{shown}: {entry.where} is listed twice. Keep one entry.")
+            seen.add(key)
+            entries.append(entry)
+    if not entries:
+        raise UsageError(f'{shown}: no entries. Add [models."org/name"] or [datasets."org/name"].')
+    return Manifest(path, entries)
+
+
+def _entry(shown: str, kind: str, repo_id: Any, table: Any, defaults: dict) -> Entry:
+    section = "models" if kind == "model" else "datasets"
+    where = f'{shown}: [{section}."{repo_id}"]'
+    if not _REPO_ID.match(str(repo_id)):
+        raise UsageError(
+            f"{where}: {repo_id!r} is not a Hub repo id. Write it as org/name "
+            '(letters, digits, ".", "_", "-").'
+        )
+    if not isinstance(table, dict):
+        raise UsageError(f"{where} must be a table with at least source = ...")
+    synthetic = table.get("synthetic", False)
+    if not isinstance(synthetic, bool) or (synthetic and kind == "model"):
+        raise UsageError(f"{where}: field 'synthetic' must be true or false, on datasets only.")
+    if synthetic or "features" in table:
+        kind = "synthetic_dataset"
+    source: Any = table.get("features") if "features" in table else table.get("source")
+    if kind == "synthetic_dataset" and "features" in table and "source" in table:
+        raise UsageError(f"{where}: give either source or features, not both.")
+    if not isinstance(source, (str, dict)) or source == "":
+        raise UsageError(
+            f"{where}: field 'source' is missing. Set it to a model_type, a folder or a Hub id"
+            + (" (or features = {...} for synthetic rows)." if kind != "model" else ".")
+        )
+    options = {**defaults, **{k: v for k, v in table.items() if k not in _ENTRY_KEYS}}
+    options.pop("features", None)
+    options = _check_options(where, kind, options)
+    revisions = _revisions(where, kind, table.get("revisions", []))
+    return Entry(str(repo_id), kind, source, options, revisions)
+
+
+def _revisions(where: str, kind: str, value: Any) -> dict[str, dict[str, Any]]:
+    """`revisions = ["refs/pr/1"]` (same files) or `[...revisions."b"]` tables of options."""
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        value = {v: {} for v in value}
+    if not isinstance(value, dict):
+        raise UsageError(
+            f"{where}: field 'revisions' must be a list of branch names ([\"refs/pr/1\"]) "
+            "or tables of options per branch."
+        )
+    for name, options in value.items():
+        parts = name.split("/")
+        if name == "main" or any(p in ("", ".", "..") for p in parts) or "\\" in name:
+            raise UsageError(
+                f"{where}: revision {name!r} is not a branch name. Use names like "
+                "'v2' or 'refs/pr/1' (main is the entry itself)."
+            )
+        if not isinstance(options, dict):
+            raise UsageError(f"{where}: revisions.{name!r} must be a table of options.")
+        _check_options(f"{where} revisions.{name!r}", kind, options)
+    return {name: dict(options) for name, options in value.items()}
+
+
+def valid_options(kind: str) -> set[str]:
+    """The option names a builder of `kind` takes, in manifest spelling (`class`, not model_class)."""
+    from tinykit.artifacts.named import option_names
+
+    spelled = {v: k for k, v in RENAMED.items()}
+    return {spelled.get(name, name) for name in option_names(kind)}
+
+
+def _check_options(where: str, kind: str, options: dict[str, Any]) -> dict[str, Any]:
+    valid = valid_options(kind)
+    for name in options:
+        if name not in valid:
+            from tinykit.suggest import hint
+
+            raise UsageError(
+                f"{where}: field {name!r} is not a {kind.replace('_', ' ')} option."
+                f"{hint(name, valid)} Valid: {', '.join(sorted(valid | _ENTRY_KEYS))}."
+            )
+    return {RENAMED.get(k, k): v for k, v in options.items()}
+
+
+def resolve_path(value: Any, base: Path) -> Any:
+    """A relative path option as an absolute one when it exists beside the manifest."""
+    if isinstance(value, str) and value and not Path(value).is_absolute():
+        candidate = base / value
+        if candidate.exists():
+            return str(candidate.resolve())
+    return value
