@@ -15,6 +15,7 @@ Nothing heavy is imported until a test asks for the fixture.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -34,15 +35,21 @@ def tiny_hub_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubSer
 
 @pytest.fixture
 def tiny_hub(
-    tiny_hub_server: HubServer, tmp_path_factory: pytest.TempPathFactory
+    tiny_hub_server: HubServer,
+    tmp_path_factory: pytest.TempPathFactory,
+    pytestconfig: pytest.Config,
 ) -> Iterator[HubServer]:
-    """A loopback Hub with nothing on it yet: `add_model`/`add_dataset`, then assert on `log`.
+    """A loopback Hub with nothing on it yet: `add_model`/`add_dataset`, or every repo of a
+    stand-in manifest with `add_manifest(path)` (built once into the artifact cache, then
+    only looked up), then assert on `log`.
 
     Switches for error paths: `gate(repo_id)`, `hide(repo_id[, path])`, `fail(glob, status=)`,
     `slow(seconds, glob)`. Pushes land in a per-test folder, never in a served source folder.
     """
     from tinykit.hub.client import use_endpoint
 
+    cache_dir = pytestconfig.getoption("tinykit_cache_dir", None)
+    tiny_hub_server.cache_dir = Path(cache_dir) if cache_dir else None
     base = tmp_path_factory.mktemp("tiny-hub")
     (base / "repos").mkdir()
     tiny_hub_server.reset(base / "repos")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -108,20 +109,34 @@ def build_standins(
     parsed = manifest if isinstance(manifest, Manifest) else load_manifest(manifest)
     target = Path(out)
     cache = Cache(cache_dir)
-    jobs = [(e, rev, opts) for e in parsed.entries for rev, opts in _branches(e)]
     report = StandinsReport(target)
     with output_errors(target), replace_folder(target, force=force) as staging:
-        for n, (entry, revision, options) in enumerate(jobs, 1):
-            at = "" if revision == "main" else f"@{revision}"
-            stage(f"[{n}/{len(jobs)}] {entry.repo_id}{at} ({entry.kind}: {_shown(entry.source)})")
+        for entry, revision, built, cached, seconds in built_entries(parsed, cache):
+            folder = hub_folder(staging, entry.repo_type, entry.repo_id, revision)
+            folder.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copytree(built, folder)  # copies: the cache's folders stay untouched
+            size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+            detail = _detail(folder, entry.kind)
+            where = hub_folder(target, entry.repo_type, entry.repo_id, revision)
             report.entries.append(
-                _build_entry(entry, revision, options, parsed.base, cache, staging)
+                EntryReport(
+                    entry.repo_id, entry.kind, revision, where, cached, seconds, size, detail
+                )
             )
-    report.entries = [
-        _moved(e, staging, target) for e in report.entries
-    ]  # paths as they are now, after the rename
     report.seconds = time.perf_counter() - started
     return report
+
+
+def built_entries(manifest: Manifest, cache: Any) -> Iterator[tuple[Entry, str, Path, bool, float]]:
+    """Build (or find in `cache`) each entry at each branch, in manifest order, with a stage
+    line `[n/N]` each: `(entry, revision, cached folder, was cached, seconds)`."""
+    jobs = [(e, rev, opts) for e in manifest.entries for rev, opts in _branches(e)]
+    for n, (entry, revision, options) in enumerate(jobs, 1):
+        at = "" if revision == "main" else f"@{revision}"
+        stage(f"[{n}/{len(jobs)}] {entry.repo_id}{at} ({entry.kind}: {_shown(entry.source)})")
+        started = time.perf_counter()
+        built, cached = _build_entry(entry, options, manifest.base, cache)
+        yield entry, revision, built, cached, time.perf_counter() - started
 
 
 def _branches(entry: Entry) -> list[tuple[str, dict[str, Any]]]:
@@ -137,12 +152,11 @@ def _renamed(options: dict[str, Any]) -> dict[str, Any]:
 
 
 def _build_entry(
-    entry: Entry, revision: str, options: dict[str, Any], base: Path, cache: Any, staging: Path
-) -> EntryReport:
+    entry: Entry, options: dict[str, Any], base: Path, cache: Any
+) -> tuple[Path, bool]:
     from tinykit.artifacts.cache import artifact_name
     from tinykit.artifacts.named import BUILDERS, normalise
 
-    started = time.perf_counter()
     try:
         spec = normalise(entry.kind, {k: resolve_path(v, base) for k, v in options.items()})
         local = isinstance(entry.source, str) and (base / entry.source).exists()
@@ -170,20 +184,7 @@ def _build_entry(
     except TinykitError as e:  # the builder's own message, with the entry it belongs to
         e.args = (f"{entry.where}: {e}",)
         raise
-    folder = hub_folder(staging, entry.repo_type, entry.repo_id, revision)
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(built, folder)
-    size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
-    return EntryReport(
-        entry.repo_id,
-        entry.kind,
-        revision,
-        folder,
-        cached,
-        time.perf_counter() - started,
-        size,
-        _detail(folder, entry.kind),
-    )
+    return built, cached
 
 
 def _is_local(value: Any) -> bool:
@@ -208,9 +209,3 @@ def _detail(folder: Path, kind: str) -> str:
         return ", ".join(json.loads(config.read_text()).get("architectures") or ["no class"])
     data = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*.parquet"))
     return f"{len(data)} data file(s)" if data else "no data files"
-
-
-def _moved(report: EntryReport, staging: Path, target: Path) -> EntryReport:
-    import dataclasses
-
-    return dataclasses.replace(report, path=target / report.path.relative_to(staging))

@@ -171,7 +171,7 @@ def draft_manifest(repos: dict[tuple[str, str], RepoRequests], command: list[str
     import shlex
 
     lines = [
-        f"# Stand-ins asked for by: {shlex.join(command)}",
+        f"# Stand-ins asked for by: {_one_line(shlex.join(command))}",
         "# Drafted by `tinykit standins discover`: check every guess (class, mode, vocab), fill",
         "# in the TODO entries, then: tinykit standins build THIS.toml -o HUBDIR",
     ]
@@ -183,7 +183,7 @@ def draft_manifest(repos: dict[tuple[str, str], RepoRequests], command: list[str
             body.append(f"revisions = {json.dumps(asked.revisions)}")
         lines.append("")
         if asked.files:
-            lines.append(f"# asked for: {', '.join(asked.files[:12])}")
+            lines.append(f"# asked for: {_one_line(', '.join(asked.files[:12]))}")
         if guess is None:
             why = "no model_type or class in its name" if repo_type == "model" else "a dataset"
             lines.append(f"# TODO ({why}): set source, then uncomment")
@@ -194,3 +194,9 @@ def draft_manifest(repos: dict[tuple[str, str], RepoRequests], command: list[str
             lines.append(f'[{section}."{repo_id}"]')
             lines += body
     return "\n".join(lines) + "\n"
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    """`text` fit for a TOML comment: one line (a `-c` script has many), at most `limit` chars."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
