@@ -1,4 +1,5 @@
-"""Developer sessions: `nox -s tests`, `lint`, `transformers_matrix`, `matrix`, `coverage`, `bench`.
+"""Developer sessions: `nox -s tests`, `lint`, `transformers_matrix`, `matrix`, `coverage`, `bench`,
+`peft`.
 
 Every session installs torch==2.13.0 first so pip takes the local CPU wheel, never a CUDA build.
 """
@@ -78,3 +79,12 @@ def bench(session: nox.Session) -> None:
     _install(session)
     for script in sorted(__import__("pathlib").Path("benchmarks").glob("*.py")):
         session.run("python", str(script))
+
+
+@nox.session
+def peft(session: nox.Session) -> None:
+    """PEFT 0.21.2's own tests against stand-ins (tests/clients/peft.sh): the IA3 ids, and with
+    `-- N` also the first N ids of the fixed LoRA sample (`nox -s peft -- 300`)."""
+    _install(session)
+    env = {"PEFT_LORA_SAMPLE": session.posargs[0]} if session.posargs else {}
+    session.run("bash", "tests/clients/peft.sh", env=env, external=True)

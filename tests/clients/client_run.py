@@ -61,8 +61,8 @@ def pytest_collection_modifyitems(config, items) -> None:
     listed = os.environ.get("CLIENT_RUN_IDS")
     ids = set(Path(listed).read_text().split()) if listed and Path(listed).is_file() else set()
     chosen = [(keep and keep in i.nodeid) or i.nodeid in ids for i in items]
-    config.hook.pytest_deselected(items=[i for i, c in zip(items, chosen) if not c])
-    items[:] = [i for i, c in zip(items, chosen) if c]
+    config.hook.pytest_deselected(items=[i for i, c in zip(items, chosen, strict=True) if not c])
+    items[:] = [i for i, c in zip(items, chosen, strict=True) if c]
 
 
 def write_hook(folder: Path) -> None:

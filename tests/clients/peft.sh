@@ -5,6 +5,7 @@
 #   bash tests/clients/peft.sh                       # the IA3 ids of the four model test files
 #   PEFT_LORA_SAMPLE=300 bash tests/clients/peft.sh  # plus the fixed LoRA sample (peft-lora-sample.txt)
 #   PEFT_WORK=/tmp/peft bash tests/clients/peft.sh   # keep the work folder (sdist, logs, hub)
+#   PEFT_WORKERS=2 bash tests/clients/peft.sh        # run the tests on 2 xdist workers
 #
 # Pass = no Hub error in the server log (no 5xx, no request for a repo that is not served), no
 # non-loopback connection (an audit hook in every Python process), and every failed test
@@ -85,8 +86,10 @@ t=$SECONDS
     CLIENT_RUN_KEEP="IA3Config" CLIENT_RUN_IDS="$WORK/keep-ids.txt"
   unset HF_HUB_OFFLINE TRANSFORMERS_OFFLINE HF_TOKEN
   rm -rf "$HF_HOME"
+  WORKERS=()
+  if [[ "${PEFT_WORKERS:-1}" -gt 1 ]]; then WORKERS=(-n "$PEFT_WORKERS"); fi
   python -m pytest -q -o addopts="--durations=10" -p no:cacheprovider -p no:tinykit -p client_run \
-    --junitxml="$WORK/junit.xml" "${FILES[@]}" >"$WORK/pytest.log" 2>&1 || true
+    "${WORKERS[@]}" --junitxml="$WORK/junit.xml" "${FILES[@]}" >"$WORK/pytest.log" 2>&1 || true
 )
 TEST_SECONDS=$((SECONDS - t))
 tail -n 3 "$WORK/pytest.log"
