@@ -6,6 +6,7 @@
 #   PEFT_LORA_SAMPLE=300 bash tests/clients/peft.sh  # plus the fixed LoRA sample (peft-lora-sample.txt)
 #   PEFT_WORK=/tmp/peft bash tests/clients/peft.sh   # keep the work folder (sdist, logs, hub)
 #   PEFT_WORKERS=2 bash tests/clients/peft.sh        # run the tests on 2 xdist workers
+#   PEFT_IA3=0 PEFT_LORA_SAMPLE=300 bash ...         # the LoRA sample alone
 #
 # Pass = no Hub error in the server log (no 5xx, no request for a repo that is not served), no
 # non-loopback connection (an audit hook in every Python process), and every failed test
@@ -83,7 +84,7 @@ t=$SECONDS
   export HF_ENDPOINT="$ENDPOINT" HF_HOME="$WORK/hf-home" HF_HUB_DISABLE_XET=1 \
     HF_UPDATE_DOWNLOAD_COUNTS=0 HF_HUB_DISABLE_TELEMETRY=1 NO_COLOR=1 \
     TINYKIT_AUDIT_LOG="$WORK/audit.log" PYTHONPATH="$WORK/site:$WORK/audit:$HERE:${PYTHONPATH:-}" \
-    CLIENT_RUN_KEEP="IA3Config" CLIENT_RUN_IDS="$WORK/keep-ids.txt"
+    CLIENT_RUN_KEEP="$([[ "${PEFT_IA3:-1}" == 0 ]] || echo IA3Config)" CLIENT_RUN_IDS="$WORK/keep-ids.txt"
   unset HF_HUB_OFFLINE TRANSFORMERS_OFFLINE HF_TOKEN
   rm -rf "$HF_HOME"
   WORKERS=()

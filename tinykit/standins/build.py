@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from tinykit._files import output_errors, replace_folder, sha256_file, tree_digest
 from tinykit.errors import TinykitError
@@ -158,12 +158,20 @@ def _build_entry(
     from tinykit.artifacts.named import BUILDERS, normalise
 
     try:
-        spec = normalise(entry.kind, {k: resolve_path(v, base) for k, v in options.items()})
+        spec = normalise(
+            entry.kind,
+            {k: resolve_path(v, base) if k in PATH_OPTIONS else v for k, v in options.items()},
+        )
         local = isinstance(entry.source, str) and (base / entry.source).exists()
         source = str((base / entry.source).resolve()) if local else entry.source
         # A file option (chat template, tokenizer folder, features file) keys by its content:
         # the same path with new bytes is a new stand-in.
-        contents = {k: _digest(spec[k]) for k in PATH_OPTIONS if _is_local(spec.get(k))}
+        contents = {
+            f"{k}:{path}": _digest(path)
+            for k in PATH_OPTIONS
+            for path in (spec[k] if isinstance(spec.get(k), list) else [spec.get(k)])
+            if _is_local(path)
+        }
         key = cache.key(
             entry.kind, entry.source, {**spec, "_contents": contents}, spec.get("revision"), source
         )
@@ -187,7 +195,7 @@ def _build_entry(
     return built, cached
 
 
-def _is_local(value: Any) -> bool:
+def _is_local(value: Any) -> TypeGuard[str]:
     return isinstance(value, str) and Path(value).is_absolute() and Path(value).exists()
 
 

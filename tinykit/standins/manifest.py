@@ -194,7 +194,10 @@ def _check_options(where: str, kind: str, options: dict[str, Any]) -> dict[str, 
 
 
 def resolve_path(value: Any, base: Path) -> Any:
-    """A relative path option as an absolute one when it exists beside the manifest."""
+    """A relative path option as an absolute one when it exists beside the manifest (each one,
+    for a list such as `recipes`)."""
+    if isinstance(value, list):
+        return [resolve_path(v, base) for v in value]
     if isinstance(value, str) and value and not Path(value).is_absolute():
         candidate = base / value
         if candidate.exists():
