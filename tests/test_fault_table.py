@@ -197,6 +197,20 @@ TABLE: dict[str, dict[str, Row]] = {
         "read timeout zero": row("hub serve {in}/empty --read-timeout 0", 2, "--read-timeout"),
         "no action": row("hub", 2, "required"),
     },
+    "standins": {
+        "no action": row("standins", 2, "required"),
+        "manifest missing": row("standins build {in}/nope.toml -o {out}/h", 2, "nope.toml"),
+        "manifest not toml": row("standins build {in}/bad.toml -o {out}/h", 2, "not valid TOML"),
+        "unknown field": row("standins build {in}/standins-typo.toml -o {out}/h", 2, "'hiden'"),
+        "bad repo id": row("standins build {in}/standins-id.toml -o {out}/h", 2, "repo id"),
+        "unknown source": row("standins build {in}/standins-src.toml -o {out}/h", 2, "o/n"),
+        "no -o": row("standins build {in}/standins-typo.toml", 2, "--out"),
+        "output exists": row(
+            "standins build {in}/standins-src.toml -o {in}/empty-out", 2, "--force"
+        ),
+        "discover: no command": row("standins discover -o {out}/m.toml --", 2, "no command"),
+        "discover: not found": row("standins discover -- {in}/no-such-cmd", 2, "no-such-cmd"),
+    },
 }
 
 FNS = """
@@ -236,6 +250,9 @@ def inputs(tmp_path_factory) -> Path:
         "".join(json.dumps({"text": f"row {i}"}) + "\n" for i in range(8))
     )
     (base / "fns.py").write_text(FNS)
+    (base / "standins-typo.toml").write_text('[models."o/n"]\nsource = "llama"\nhiden = 8\n')
+    (base / "standins-id.toml").write_text('[models."o/n/x"]\nsource = "llama"\n')
+    (base / "standins-src.toml").write_text('[models."o/n"]\nsource = "no_such_model_type"\n')
     return base
 
 
