@@ -2,7 +2,7 @@
 
     python tests/clients/client_run.py audit-hook DIR        # DIR/sitecustomize.py
     python tests/clients/client_run.py check --junit J --server-log L --audit-log A \\
-        --hub HUBDIR --known KNOWN_FAILURES
+        --hub HUBDIR --known KNOWN_FAILURES --rootdir SUITE
 
 The audit hook goes into every Python process of the run through PYTHONPATH: each
 `socket.connect` to an address that is not loopback (or a Unix socket) is appended to
@@ -106,7 +106,18 @@ def hub_errors(server_log: Path, hub: Path) -> tuple[list[str], set[tuple[str, s
     return errors, asked
 
 
-def junit_results(junit: Path) -> tuple[dict[str, int], list[str]]:
+def node_id(classname: str, name: str, rootdir: Path) -> str:
+    """pytest's node id of a junit testcase: the longest dotted prefix of `classname` that is a
+    module file under `rootdir`, then its classes (a top-level test function has none)."""
+    parts = classname.split(".")
+    cut = next(
+        (k for k in range(len(parts), 0, -1) if (rootdir / "/".join(parts[:k])).with_suffix(".py").is_file()),
+        max(len(parts) - 1, 1),
+    )  # fmt: skip
+    return "::".join(["/".join(parts[:cut]) + ".py", *parts[cut:], name])
+
+
+def junit_results(junit: Path, rootdir: Path = Path()) -> tuple[dict[str, int], list[str]]:
     counts = {"collected": 0, "passed": 0, "skipped": 0, "failed": 0}
     failed = []
     for case in ET.parse(junit).getroot().iter("testcase"):
@@ -114,9 +125,7 @@ def junit_results(junit: Path) -> tuple[dict[str, int], list[str]]:
         outcome = {child.tag for child in case}
         if outcome & {"failure", "error"}:
             counts["failed"] += 1
-            path = case.get("classname", "").replace(".", "/")
-            module, _, cls = path.rpartition("/")
-            failed.append(f"{module}.py::{cls}::{case.get('name')}")
+            failed.append(node_id(case.get("classname", ""), case.get("name", ""), rootdir))
         elif "skipped" in outcome:
             counts["skipped"] += 1
         else:
@@ -136,7 +145,7 @@ def known_failures(path: Path) -> dict[str, str]:
 
 
 def check(args: argparse.Namespace) -> int:
-    counts, failed = junit_results(args.junit)
+    counts, failed = junit_results(args.junit, args.rootdir)
     errors, asked = hub_errors(args.server_log, args.hub)
     audit = args.audit_log.read_text().splitlines() if args.audit_log.exists() else []
     known = known_failures(args.known)
@@ -169,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("junit", "server-log", "audit-log", "hub", "known"):
         c.add_argument(f"--{name}", type=Path, required=True)
     c.add_argument("--repos-out", type=Path, help="write the repos asked for here")
+    c.add_argument("--rootdir", type=Path, default=Path(), help="the suite's pytest rootdir")
     args = parser.parse_args(argv)
     if args.action == "audit-hook":
         write_hook(args.folder)

@@ -99,4 +99,4 @@ echo "peft client: tests ran in $TEST_SECONDS s; total $((SECONDS - start)) s"
 # 5. The verdict.
 python "$HERE/client_run.py" check --junit "$WORK/junit.xml" --server-log "$WORK/server.log" \
   --audit-log "$WORK/audit.log" --hub "$WORK/hub" --known "$HERE/peft-known-failures.txt" \
-  --repos-out "$WORK/repos-asked.txt"
+  --repos-out "$WORK/repos-asked.txt" --rootdir "$SRC"
