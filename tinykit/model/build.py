@@ -229,10 +229,11 @@ def _build_into(
     choices = choices or BuildChoices()
     hf_logging.disable_progress_bar()  # keep CLI output to tinykit's one line
     remote = src.folder if trust_remote_code and "auto_map" in src.config else None
+    requested = None if remote else _requested(src, choices, recipes)  # a typo fails first
     stage(f"tokenizer ({spec.mode} mode)")
     shipped = ship(tmp, src, spec, choices, _takes_text(src), trust_remote_code)
     shrunk = _shrunk_config(src, spec, recipes, remote, shipped)
-    cls = model_class(src, shrunk.config, remote is not None, _requested(src, choices, recipes))
+    cls = model_class(src, shrunk.config, remote is not None, requested)
     config = shrunk.config if remote else config_for(cls, shrunk.config)
     if choices.num_labels is not None:
         config.num_labels = choices.num_labels

@@ -245,7 +245,7 @@ def _load(tmp: Path, name: str, config: dict[str, Any]) -> Any:
         return AutoTokenizer.from_pretrained(tmp)
     except Exception as e:  # transformers raises many kinds on unusable files
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        raise TinyArtifactInvalid(
+        raise UsageError(
             f"the tokenizer files of {name} do not load with AutoTokenizer "
             f"({type(e).__name__}: {first}), so nothing was written. Fix the files, or pass "
             "--tokenizer SOURCE or --mode tiny."
