@@ -153,6 +153,24 @@ TABLE: dict[str, dict[str, Row]] = {
         "seed not a number": row(
             "make-synthetic-dataset --features {in}/feat.json --seed x", 2, "--seed"
         ),
+        "rows per split not a count": row(
+            "make-synthetic-dataset --features {in}/feat.json --rows train=x -o {out}/d",
+            2,
+            "--rows",
+        ),
+        "rows per split zero": row(
+            "make-synthetic-dataset --features {in}/feat.json --rows train=0 -o {out}/d",
+            2,
+            "rows['train']=0",
+        ),
+        "rows per split repeated": row(
+            "make-synthetic-dataset --features {in}/feat.json --rows a=1,a=2 -o {out}/d",
+            2,
+            "repeats",
+        ),
+        "rows name a split the source lacks": row(
+            "make-synthetic-dataset {in}/rows.jsonl --rows validation=2 -o {out}/d", 2, "validation"
+        ),
         "output exists": row(
             "make-synthetic-dataset --features {in}/feat.json -o {in}/full-out", 2, "--force"
         ),

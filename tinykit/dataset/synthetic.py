@@ -106,7 +106,9 @@ def _one_count(n: Any, what: str) -> int:
     if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
         raise UsageError(f"{what}={n!r} is not a positive integer. Pass --rows 1 or more.")
     if n > MAX_ROWS:  # tiny datasets: more is a typo, and would read or draw for minutes
-        raise UsageError(f"{what}={n} is over the limit of {MAX_ROWS}. Pass {MAX_ROWS} or fewer.")
+        raise UsageError(
+            f"{what}={n} is over the limit of {MAX_ROWS}. Pass --rows {MAX_ROWS} or fewer."
+        )
     return n
 
 
