@@ -33,7 +33,7 @@ revisions = ["refs/pr/1"]
 
 [datasets."org/rows"]
 features = { text = { _type = "Value", dtype = "string" }, label = { _type = "Value", dtype = "int64" } }
-rows = 3
+rows = { train = 3, test = 2 }
 """
 
 
@@ -115,7 +115,8 @@ def test_built_tree_is_served_to_real_clients_and_a_second_build_is_cached(tmp_p
         assert AutoConfig.from_pretrained(repo).n_embd == 16
         assert AutoTokenizer.from_pretrained(repo)("hello").input_ids
         rows = datasets.load_dataset("org/rows")
-        assert rows["train"].num_rows == 3 and set(rows["train"].features) == {"text", "label"}
+        assert {split: d.num_rows for split, d in rows.items()} == {"train": 3, "test": 2}
+        assert set(rows["train"].features) == {"text", "label"}
         with pytest.raises(OSError):
             AutoConfig.from_pretrained(repo, revision="refs/pr/2")  # a branch nobody built
     assert json.loads(json.dumps(second.to_dict()))["cached"] == 3
