@@ -16,8 +16,8 @@ from tinykit.artifacts import cache as tk_cache
 from tinykit.artifacts.cache import META_FILE, Cache, key_versions
 from tinykit.artifacts.named import build_artifact, normalise
 from tinykit.cli import main
-from tinykit.progress import to_stderr
 from tinykit.errors import CacheEntryCorrupt, UsageError
+from tinykit.progress import to_stderr
 
 
 def write_file(folder, name="weights.bin", data=b"abc"):

@@ -60,7 +60,9 @@ def test_shipped_fixtures_verify_from_a_fresh_checkout(tmp_path):
     assert sorted(report["checked"]) == sorted(fixture_specs.load_specs(REPO / "fixtures"))
 
 
-def test_lock_then_verify_passes_a_corrupt_cache_entry_is_rebuilt_and_drift_is_reported(specs, tmp_path):
+def test_lock_then_verify_passes_a_corrupt_cache_entry_is_rebuilt_and_drift_is_reported(
+    specs, tmp_path
+):
     cache = Cache(tmp_path / "cache")
     fixture_specs.lock(folder=specs, cache=cache)
     assert fixture_specs.verify(folder=specs, cache=cache, fresh=True)["drift"] == []
