@@ -123,7 +123,6 @@ def _check_in_rank(backend: str, timeout: float) -> dict[str, Any]:
 def check_locally(nproc: int = 2, backend: str = "auto", timeout: float = 60.0) -> dict[str, Any]:
     """Start `nproc` local ranks (tinykit's launcher, no torchrun) and return rank 0's report."""
     from tinykit.distributed.launch import resolve_backend, run_distributed
-
     from tinykit.errors import DistributedTestFailed
 
     backend = resolve_backend(backend, nproc)
