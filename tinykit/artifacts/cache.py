@@ -200,12 +200,13 @@ class Cache:
             CacheEntryCorrupt: the entry's files differ from their digests and rebuilding is off.
         """
         folder, problems = self._check(key)
-        if not problems:
-            return folder
-        if self.rebuild:
-            return None
+        if problems and not self.rebuild:
+            raise self._corrupt(key, problems)
+        return folder
+
+    def _corrupt(self, key: str, problems: list[str]) -> CacheEntryCorrupt:
         short = key[:12]
-        raise CacheEntryCorrupt(
+        return CacheEntryCorrupt(
             f"Cached artifact {short} ({self.path(key)}) is corrupt: {'; '.join(problems[:3])}. "
             f"Rebuilding is off ({REBUILD_VAR}=0 or --no-rebuild). Delete it with "
             f"`tinykit cache clear {short}` (--cache-dir {self.root}) and rerun.",
@@ -240,16 +241,18 @@ class Cache:
         ``build`` writes the artifact's files into the (empty, existing) folder it is given,
         ``<key>/<name>``. Under the lock a second process waits, then finds the finished folder.
         """
-        folder, problems = self._check(key)
-        if folder:
+        if folder := self._check(key)[0]:
             return folder
         (self.root / "locks").mkdir(parents=True, exist_ok=True)
         self.artifacts.mkdir(parents=True, exist_ok=True)
         with FileLock(self.root / "locks" / f"{key}.lock"):
-            # under the lock: a rebuild another process was doing meanwhile is finished now
-            if found := self.lookup(key):
-                return found
-            if self.path(key).exists() and (problems := self._check(key)[1]):
+            # checked again under the lock: another process may have (re)built it meanwhile
+            folder, problems = self._check(key)
+            if folder:
+                return folder
+            if problems:
+                if not self.rebuild:
+                    raise self._corrupt(key, problems)
                 stage(f"cache entry {key[:12]} is corrupt ({problems[0]}): rebuilding")
             return self._build(key, build, name, kind=kind, source=source, spec=dict(spec or {}))
 

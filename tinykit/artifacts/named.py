@@ -279,12 +279,12 @@ def check_artifact(kind: str, path: Path) -> list[str]:
             return list(check_tokenizer(path)["problems"])
         import datasets
 
-        quiet = datasets.is_progress_bar_enabled()
+        bars_were_on = datasets.is_progress_bar_enabled()
         datasets.disable_progress_bars()  # stderr keeps the stage lines and the one error line
         try:
             datasets.load_dataset(str(path))  # as the tiny_dataset fixture loads it
         finally:
-            if quiet:
+            if bars_were_on:
                 datasets.enable_progress_bars()
         return []
     except TinykitError as e:
