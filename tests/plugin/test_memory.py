@@ -24,19 +24,6 @@ def test_fixture(limit_memory):
 """
 
 
-def test_budgets_fail_naming_the_peak_budget_and_top_allocation(pytester):
-    pytester.makepyfile(test_budgets=BUDGETS)
-    result = pytester.runpytest_subprocess("-p", "no:randomly")
-    result.assert_outcomes(passed=1, failed=2)
-    out = result.stdout.str()
-    over = re.search(r"host memory peaked at \+([\d.]+) MB, over the budget of 50\.0 MB", out)
-    assert over, out
-    assert 95 <= float(over.group(1)) <= 115  # ~100 MB named, not the process's whole RSS
-    assert re.search(r"top allocations: \S*test_budgets.py:5: 100\.0 MB", out), out
-    fixture = re.search(r"host memory peaked at \+([\d.]+) MB, over the budget of 20\.0 MB", out)
-    assert fixture and 55 <= float(fixture.group(1)) <= 75, out
-
-
 LEAKS = """
 import pytest
 
@@ -53,24 +40,28 @@ def test_no_leak():
 """
 
 
-def test_limit_leaks_catches_a_leak_and_passes_20_leak_free_runs(pytester):
-    pytester.makepyfile(test_leaks=LEAKS)
-    result = pytester.runpytest_subprocess("-p", "no:randomly", "-k", "leaks_a_megabyte")
-    result.assert_outcomes(failed=1)
+CLEAN = LEAKS.replace(
+    "def test_no_leak():", "@pytest.mark.parametrize('run', range(20))\ndef test_no_leak(run):"
+)
+
+
+def test_budgets_and_leak_checks_in_one_session(pytester):
+    """One session (a pytest start is seconds): budgets, a leak, and 20 leak-free runs in a row."""
+    pytester.makepyfile(test_budgets=BUDGETS, test_leaks=CLEAN)
+    result = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:xdist")
+    result.assert_outcomes(passed=1 + 20, failed=3)
     out = result.stdout.str()
+    over = re.search(r"host memory peaked at \+([\d.]+) MB, over the budget of 50\.0 MB", out)
+    assert over, out
+    assert 95 <= float(over.group(1)) <= 115  # ~100 MB named, not the process's whole RSS
+    assert re.search(r"top allocations: \S*test_budgets.py:5: 100\.0 MB", out), out
+    fixture = re.search(r"host memory peaked at \+([\d.]+) MB, over the budget of 20\.0 MB", out)
+    assert fixture and 55 <= float(fixture.group(1)) <= 75, out
     grew = re.search(r"a leak: host memory grew by ([\d.]+) MB over 5 calls", out)
     assert grew and 4.5 <= float(grew.group(1)) <= 6.5, out
     assert re.search(r"lines that grew: \S*test_leaks.py:7: 5\.0 MB", out), out
-    # 20 runs of the leak-free body in one session: pytest's own --count is not installed,
-    # so the module parametrizes the test 20 times
-    pytester.makepyfile(
-        test_clean=LEAKS.replace(
-            "def test_no_leak():",
-            "@pytest.mark.parametrize('run', range(20))\ndef test_no_leak(run):",
-        )
-    )
-    clean = pytester.runpytest_subprocess("-p", "no:randomly", "test_clean.py", "-k", "no_leak")
-    clean.assert_outcomes(passed=20)
+    assert "FAILED test_budgets.py::test_within_budget" not in out
+    assert "FAILED test_leaks.py::test_no_leak" not in out
 
 
 XDIST = """
@@ -88,22 +79,6 @@ def test_small():
 """
 
 
-def _figure(out: str, name: str) -> float:
-    row = re.search(rf"host \+([\d.]+) (MB|KB|B) \(peak [^)]*\)\s+\S*::{name}\b", out)
-    assert row, out
-    return float(row.group(1)) / {"MB": 1, "KB": 1e3, "B": 1e6}[row.group(2)]
-
-
-def test_under_xdist_each_test_gets_its_own_figure(pytester):
-    pytester.makepyfile(test_sizes=XDIST)
-    result = pytester.runpytest_subprocess("-n", "2", "--tinykit-memory", "-p", "no:randomly")
-    result.assert_outcomes(passed=2)
-    out = result.stdout.str()
-    assert "tinykit memory: 2 highest host peaks" in out
-    assert 290 <= _figure(out, "test_big") <= 330, out
-    assert 8 <= _figure(out, "test_small") <= 20, out
-
-
 DIST = """
 import pytest
 
@@ -112,15 +87,26 @@ import pytest
 def test_rank_one_allocates(dist_env):
     size = 200_000_000 if dist_env.rank == 1 else 1_000_000
     block = b"\\x01" * size
-    del block
+    assert sum(block[:: 1_000_000]) == size // 1_000_000
 """
 
 
-def test_dist_tests_report_and_budget_each_rank(pytester):
-    pytester.makepyfile(test_ranks=DIST)
-    result = pytester.runpytest_subprocess("--tinykit-memory", "-p", "no:randomly")
-    result.assert_outcomes(failed=1)
+def _figure(out: str, name: str) -> float:
+    row = re.search(rf"host \+([\d.]+) (MB|KB|B) \(peak [^)]*\).*\s\S*::{name}\b", out)
+    assert row, out
+    return float(row.group(1)) / {"MB": 1, "KB": 1e3, "B": 1e6}[row.group(2)]
+
+
+def test_under_xdist_each_test_and_each_rank_gets_its_own_figure(pytester):
+    pytester.makepyfile(test_sizes=XDIST, test_ranks=DIST)
+    result = pytester.runpytest_subprocess("-n", "2", "--tinykit-memory", "-p", "no:randomly")
+    result.assert_outcomes(passed=2, failed=1)
     out = result.stdout.str()
+    assert "tinykit memory: 3 highest host peaks" in out
+    assert 290 <= _figure(out, "test_big") <= 330, out
+    assert 8 <= _figure(out, "test_small") <= 20, out
+    # the distributed test: rank 1's 200 MB fails the 150 MB budget, rank 0 stays small
     assert re.search(r"rank 1: host memory peaked at \+(19\d|20\d|21\d)\.\d MB", out), out
+    assert 190 <= _figure(out, "test_rank_one_allocates") <= 220, out  # its largest rank
     ranks = re.search(r"ranks: 0: \+([\d.]+) (MB|KB), 1: \+([\d.]+) MB", out)
     assert ranks and float(ranks.group(3)) >= 190, out

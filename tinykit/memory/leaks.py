@@ -61,7 +61,9 @@ class LeakReport:
 
     def summary(self) -> str:
         calls = len(self.rss) - 1
-        steps = ", ".join(f"{format_bytes(b - a)}" for a, b in zip(self.rss, self.rss[1:]))
+        steps = ", ".join(
+            f"{format_bytes(b - a)}" for a, b in zip(self.rss[:-1], self.rss[1:], strict=True)
+        )
         line = (
             f"host memory grew by {format_bytes(self.host_growth)} over {calls} calls "
             f"(limit {format_bytes(self.limit)}; RSS per call: {steps or 'n/a'}; Python "

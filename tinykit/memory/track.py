@@ -5,8 +5,8 @@
     print(m.summary())              # host peak +412.0 MB (...), cuda:0 peak +1.2 GB, top lines
 
 Host memory is the RSS of this process plus all its descendants, sampled by a background thread
-(psutil), combined with the kernel's max RSS (getrusage): the kernel counts every page at its
-peak, the sampler sees the sum over live processes, and either alone misses peaks (a spike
+(psutil), combined with the kernel's max RSS of this process (VmHWM): the kernel counts every
+page at its peak, the sampler sees the sum over live processes, and either alone misses peaks (a spike
 between two samples, or while a C call holds the GIL so that the sampler cannot run; a tree of
 processes whose sum is more than any one of them). Like the accelerator peaks, the kernel's
 peak counter of this process is reset at entry (Linux `clear_refs`; ``exact_peak=False`` leaves
@@ -95,7 +95,7 @@ class MemoryReport:
     host_start: int = 0
     host_end: int = 0
     host_peak: int = 0
-    host_peak_source: str = "sampled"  # or "kernel max RSS" / "kernel max RSS of a child"
+    host_peak_source: str = "sampled"  # or "kernel max RSS" (of this process, or of a child)
     samples: list[tuple[float, int]] = field(default_factory=list)  # (seconds, bytes)
     devices: dict[str, DeviceMemory] = field(default_factory=dict)
     device_note: str = ""
@@ -197,6 +197,7 @@ class TreeSampler(threading.Thread):
         self._t0 = time.monotonic()
         with contextlib.suppress(psutil.Error):
             self._procs[root] = psutil.Process(root)
+        self._refresh()  # the tree at entry is the baseline: children that exist already count
 
     def sample(self) -> int:
         total = 0
@@ -216,7 +217,7 @@ class TreeSampler(threading.Thread):
                     self._procs[pid] = psutil.Process(pid)
 
     def run(self) -> None:
-        next_refresh = 0.0
+        next_refresh = time.monotonic() + CHILDREN_REFRESH_S
         n = 0
         while True:
             now = time.monotonic()
@@ -312,7 +313,6 @@ class track_memory(contextlib.ContextDecorator):  # noqa: N801 - used like a fun
         self._kernel_floor = 0
         self._kernel_reset = self.exact_peak and _reset_kernel_peak()
         self._self0 = _maxrss(resource.RUSAGE_SELF)
-        self._children0 = _maxrss(resource.RUSAGE_CHILDREN)
         self._device_start: dict[str, int] = {}
         for dev in _devices.in_use():
             for t in _ACTIVE:  # fold the peak so far into the outer blocks before resetting
@@ -357,9 +357,6 @@ class track_memory(contextlib.ContextDecorator):  # noqa: N801 - used like a fun
         # The kernel's lifetime max speaks for this block only if the block set a new record.
         if (self._kernel_reset or self_peak > self._self0) and self_peak > report.host_peak:
             report.host_peak, report.host_peak_source = self_peak, "kernel max RSS"
-        children = _maxrss(resource.RUSAGE_CHILDREN)
-        if children > self._children0 and children > report.host_peak:
-            report.host_peak, report.host_peak_source = children, "kernel max RSS of a child"
         self._read_devices(report)
         if self.top:
             self._read_top(report)

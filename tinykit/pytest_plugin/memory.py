@@ -29,20 +29,24 @@ LEAKS = "tinykit_limit_leaks"
 PROPERTY = "tinykit_memory"
 RANK_INTERVAL = pytest.StashKey[float]()  # set: dist.py runs each rank under call_tracked
 RANK_REPORTS = pytest.StashKey[list]()  # per-rank MemoryReport dicts, set by dist.py
-FIGURES = pytest.StashKey[list]()  # (nodeid, figures) collected by the reporting process
+FIGURES = pytest.StashKey[list[tuple[str, dict[str, Any]]]]()  # (nodeid, figures) collected by the reporting process
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("tinykit")
     group.addoption(
         "--tinykit-memory",
+        action="store_true",
+        default=False,
+        help="measure every test's memory and list the tests with the highest host peaks at "
+        "the end of the run, with device peaks and per-rank peaks",
+    )
+    group.addoption(
+        "--tinykit-memory-top",
         type=int,
-        nargs="?",
-        const=10,
-        default=None,
+        default=10,
         metavar="N",
-        help="measure every test's memory and list the N (default 10) with the highest host "
-        "peaks at the end of the run, with device peaks and per-rank peaks",
+        help="how many tests the --tinykit-memory report lists (default 10)",
     )
     group.addoption(
         "--tinykit-memory-interval",
@@ -94,7 +98,7 @@ def _interval(config: pytest.Config) -> float:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
     budgets = _budgets(item)
-    if budgets is None and item.config.getoption("tinykit_memory") is None:
+    if budgets is None and not item.config.getoption("tinykit_memory"):
         return (yield)
     from tinykit.memory.track import MemoryReport, settle, track_memory
 
@@ -122,7 +126,11 @@ def _figures(report: Any, ranks: list[Any]) -> dict[str, Any]:
         "device_peak_delta": report.device_peak_delta,
         "duration_s": report.duration_s,
     }
-    if ranks:
+    if ranks:  # the pytest process only waited: the test's figure is its largest rank's
+        figures["host_peak_delta"] = max(r.host_peak_delta for r in ranks)
+        figures["host_peak"] = max(r.host_peak for r in ranks)
+        devices = [r.device_peak_delta for r in ranks if r.device_peak_delta is not None]
+        figures["device_peak_delta"] = max(devices, default=None)
         figures["ranks"] = [
             {"host_peak_delta": r.host_peak_delta, "device_peak_delta": r.device_peak_delta}
             for r in ranks
@@ -197,13 +205,15 @@ class _Collector:
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     from tinykit.memory.sizes import format_bytes
 
-    n = config.getoption("tinykit_memory")
-    if n is None or hasattr(config, "workerinput"):
+    if not config.getoption("tinykit_memory") or hasattr(config, "workerinput"):
         return
+    n = config.getoption("tinykit_memory_top")
     rows = sorted(config.stash[FIGURES], key=lambda r: r[1]["host_peak_delta"], reverse=True)[:n]
     terminalreporter.section(f"tinykit memory: {len(rows)} highest host peaks")
     for nodeid, fig in rows:
-        line = f"host +{format_bytes(fig['host_peak_delta'])} (peak {format_bytes(fig['host_peak'])})"
+        line = (
+            f"host +{format_bytes(fig['host_peak_delta'])} (peak {format_bytes(fig['host_peak'])})"
+        )
         if fig.get("device_peak_delta") is not None:
             line += f"  device +{format_bytes(fig['device_peak_delta'])}"
         if ranks := fig.get("ranks"):
