@@ -20,6 +20,8 @@ _LAZY = {
     "memory_history": "tinykit.memory.history",
     "dump_snapshot": "tinykit.memory.history",
     "run_command": "tinykit.memory.run",
+    "check_leaks": "tinykit.memory.leaks",
+    "MemoryLeakDetected": "tinykit.memory.leaks",
 }
 __all__ = sorted(_LAZY)
 

@@ -51,6 +51,8 @@ class ProjectionPlan:
 def _labels(by_type: dict[tuple[Any, ...], list[int]]) -> dict[tuple[Any, ...], str]:
     """Readable names: the per-layer list values ("full_attention") where they tell the types
     apart, else "like layer N" (N: the type's first layer)."""
+    if len(by_type) == 1:
+        return {sig: "layer" for sig in by_type}
     words = {sig: "/".join(str(x) for x in sig if isinstance(x, str)) for sig in by_type}
     unique = len(set(words.values())) == len(words) and all(words.values())
     return {sig: words[sig] if unique else f"like layer {idx[0]}" for sig, idx in by_type.items()}
@@ -100,6 +102,7 @@ def plan_projection(raw: dict[str, Any], layers: tuple[int, int] = (1, 2)) -> Pr
     seen: list[dict[str, int]] = []
 
     def config_with(take: dict[tuple[Any, ...], int]) -> tuple[dict[str, Any], dict[str, int]]:
+        made: tuple[dict[str, Any], dict[str, int]] | None
         try:
             kept = tuple(sorted(i for sig, idx in by_type.items() for i in idx[: take[sig]]))
             made = config_for_layers(kept)
@@ -107,7 +110,7 @@ def plan_projection(raw: dict[str, Any], layers: tuple[int, int] = (1, 2)) -> Pr
             # A period field (Gemma 3's sliding-window pattern) cannot express every subset of
             # layers, but every prefix: take the shortest new prefix holding the wanted layers
             # (the fit solves for any counts, as long as they differ).
-            made: tuple[dict[str, Any], dict[str, int]] | None = None
+            made = None
             for length in range(1, auto.source_depth + 1):
                 counts = {labels[sig]: sum(i < length for i in idx) for sig, idx in by_type.items()}
                 if counts not in seen and all(

@@ -29,7 +29,9 @@ LEAKS = "tinykit_limit_leaks"
 PROPERTY = "tinykit_memory"
 RANK_INTERVAL = pytest.StashKey[float]()  # set: dist.py runs each rank under call_tracked
 RANK_REPORTS = pytest.StashKey[list]()  # per-rank MemoryReport dicts, set by dist.py
-FIGURES = pytest.StashKey[list[tuple[str, dict[str, Any]]]]()  # (nodeid, figures) collected by the reporting process
+FIGURES = pytest.StashKey[
+    list[tuple[str, dict[str, Any]]]
+]()  # (nodeid, figures) collected by the reporting process
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -47,6 +49,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=10,
         metavar="N",
         help="how many tests the --tinykit-memory report lists (default 10)",
+    )
+    group.addoption(
+        "--tinykit-memory-snapshots",
+        default=None,
+        metavar="DIR",
+        help="on CUDA: record bounded memory history during budgeted tests and write a "
+        "snapshot per rank into DIR when a budget fails (for pytorch.org/memory_viz)",
     )
     group.addoption(
         "--tinykit-memory-interval",
@@ -110,13 +119,40 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
     tracker = track_memory(
         interval=interval, top=(budgets or {}).get("top", 5) if budgets is not None else 0
     )
-    with tracker as report:
-        result = yield
-    ranks = [MemoryReport.from_dict(r) for r in item.stash.get(RANK_REPORTS, [])]
-    item.user_properties.append((PROPERTY, _figures(report, ranks)))
-    if budgets is not None:
-        _check(item, budgets, report, ranks)
+    history = _history(item) if budgets is not None else None
+    try:
+        with tracker as report:
+            result = yield
+        ranks = [MemoryReport.from_dict(r) for r in item.stash.get(RANK_REPORTS, [])]
+        item.user_properties.append((PROPERTY, _figures(report, ranks)))
+        if budgets is not None:
+            try:
+                _check(item, budgets, report, ranks)
+            except Exception as e:
+                if history is not None and (path := _dump(item, history)):
+                    e.add_note(f"CUDA memory snapshot: {path} (open it in pytorch.org/memory_viz)")
+                raise
+    finally:
+        if history is not None:
+            history.stop()
     return result
+
+
+def _history(item: pytest.Item) -> Any:
+    if not item.config.getoption("tinykit_memory_snapshots"):
+        return None
+    from tinykit.memory.history import memory_history
+
+    return memory_history().start()  # a no-op (it logs why) unless CUDA is in use
+
+
+def _dump(item: pytest.Item, history: Any) -> Any:
+    import re
+    from pathlib import Path
+
+    folder = Path(item.config.getoption("tinykit_memory_snapshots"))
+    name = re.sub(r"[^\w.-]+", "_", item.nodeid)
+    return history.dump(folder / f"{name}-rank{{rank}}.pickle")
 
 
 def _figures(report: Any, ranks: list[Any]) -> dict[str, Any]:
@@ -198,7 +234,7 @@ class _Collector:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "call":
             for name, value in report.user_properties:
-                if name == PROPERTY:
+                if name == PROPERTY and isinstance(value, dict):
                     self.config.stash[FIGURES].append((report.nodeid, value))
 
 
@@ -208,7 +244,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if not config.getoption("tinykit_memory") or hasattr(config, "workerinput"):
         return
     n = config.getoption("tinykit_memory_top")
-    rows = sorted(config.stash[FIGURES], key=lambda r: r[1]["host_peak_delta"], reverse=True)[:n]
+    figures = config.stash[FIGURES]
+    rows = sorted(figures, key=lambda r: r[1]["host_peak_delta"], reverse=True)[:n]
     terminalreporter.section(f"tinykit memory: {len(rows)} highest host peaks")
     for nodeid, fig in rows:
         line = (
