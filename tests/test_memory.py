@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
+from conftest import HUB_FILES
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -18,8 +20,6 @@ from tinykit.memory.leaks import MemoryLeakDetected, check_leaks
 from tinykit.memory.project import fit, plan_projection
 from tinykit.memory.sizes import format_bytes, parse_size
 from tinykit.memory.track import MemoryBudgetExceeded, MemoryReport, track_memory
-
-from conftest import HUB_FILES
 
 MB = 10**6
 
@@ -52,7 +52,7 @@ def test_track_memory_sees_a_100_mb_block_and_says_no_accelerator():
 
 
 def _line_of(text: str) -> int:
-    lines = open(__file__).read().splitlines()
+    lines = Path(__file__).read_text().splitlines()
     return next(i for i, line in enumerate(lines, 1) if text in line)
 
 
