@@ -209,7 +209,6 @@ def project_memory(
 
     `full=True` also measures the full-depth model, to check the projection (it must fit).
     """
-    from tinykit._child import run_in_child
     from tinykit.progress import stage
     from tinykit.source import resolve
 
@@ -225,7 +224,7 @@ def project_memory(
     measured: dict[str, dict[str, Any]] = {}
     for key, config in plan.configs.items():
         stage(f"measuring {key} ({sum(plan.counts[key].values())} layers) in a fresh process")
-        m = run_in_child("tinykit.memory.project:measure_step", config, timeout=timeout, **step)
+        m = _measure(config, step, timeout)
         measured[key] = {**m, "layers": plan.counts[key]}
     fixed, per_layer = fit(measured, "peak")
     fixed_params, per_params = fit(measured, "params")
@@ -257,10 +256,23 @@ def project_memory(
     )
     if full:
         stage(f"measuring the full depth ({plan.depth} layers) in a fresh process")
-        result.full = run_in_child(
-            "tinykit.memory.project:measure_step", src.config, timeout=timeout, **step
-        )
+        result.full = _measure(src.config, step, timeout)
     return result
+
+
+# glibc caches freed heap and raises its mmap threshold as large blocks come and go, so the RSS
+# of two runs of one step differs by more than a layer costs. A fixed threshold maps every large
+# block on its own and unmaps it when freed: RSS then follows the live memory.
+STEADY_MALLOC = {"MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_ARENA_MAX": "2"}
+
+
+def _measure(config: dict[str, Any], step: dict[str, Any], timeout: float) -> dict[str, Any]:
+    import os
+
+    from tinykit._child import Child
+
+    env = {**os.environ, **STEADY_MALLOC}
+    return Child("tinykit.memory.project:measure_step", (config,), step, env=env).result(timeout)
 
 
 def fit(measured: dict[str, dict[str, Any]], what: str) -> tuple[float, dict[str, float]]:
