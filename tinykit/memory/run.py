@@ -89,6 +89,7 @@ def run_command(command: list[str], interval: float = 0.01) -> CommandMemory:
     finally:
         sampler._halt.set()
         sampler.join()
+        sampler.close()
     after = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * _MAXRSS_UNIT
     # RUSAGE_CHILDREN is a max over every child ever waited for: it speaks for this command
     # only when it rose above what this process ran before and its own fork image.

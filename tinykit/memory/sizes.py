@@ -41,12 +41,12 @@ def parse_size(value: str | int | float, what: str = "size") -> int:
 
 
 def format_bytes(n: float | None) -> str:
-    """ "104.9 MB": SI units, as budgets are most often written."""
+    """ "104.9 MB", "1.25 GB": SI units, as budgets are most often written."""
     if n is None:
         return "n/a"
     sign = "-" if n < 0 else ""
     n = abs(n)
     for unit, scale in (("GB", 10**9), ("MB", 10**6), ("KB", 10**3)):
         if n >= scale:
-            return f"{sign}{n / scale:.1f} {unit}"
+            return f"{sign}{n / scale:.{2 if unit == 'GB' else 1}f} {unit}"
     return f"{sign}{int(n)} B"

@@ -52,6 +52,7 @@ CHILDREN_REFRESH_S = 0.1  # new descendants are looked for this often (a /proc w
 MAX_SAMPLES = 20_000  # the timeline is thinned (every other sample dropped) beyond this
 # getrusage's ru_maxrss is in KiB on Linux and in bytes on macOS
 _MAXRSS_UNIT = 1 if sys.platform == "darwin" else 1024
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _PSUTIL_FILES = os.path.join(os.path.dirname(psutil.__file__), "*")
 _ACTIVE: list[track_memory] = []  # open trackers, innermost last (nested peak resets)
 
@@ -194,6 +195,7 @@ class TreeSampler(threading.Thread):
         self._stride = 1
         self._halt = threading.Event()
         self._procs: dict[int, psutil.Process] = {}
+        self._statm: dict[int, int] = {}  # pid -> open fd of /proc/<pid>/statm
         self._t0 = time.monotonic()
         with contextlib.suppress(psutil.Error):
             self._procs[root] = psutil.Process(root)
@@ -205,10 +207,28 @@ class TreeSampler(threading.Thread):
             if pid == self.root and not self.include_root:
                 continue
             try:
-                total += proc.memory_info().rss
-            except psutil.Error:  # it ended between the walk and the read
+                total += self._rss(pid, proc)
+            except (psutil.Error, OSError, ValueError):  # it ended between walk and read
                 self._procs.pop(pid, None)
+                if (fd := self._statm.pop(pid, None)) is not None:
+                    os.close(fd)
         return total
+
+    def _rss(self, pid: int, proc: psutil.Process) -> int:
+        # One pread of /proc/<pid>/statm (its second field: resident pages) holds the GIL for
+        # microseconds where psutil's memory_info takes ~50: the measured code waits less.
+        fd = self._statm.get(pid)
+        if fd is None:
+            try:
+                fd = self._statm[pid] = os.open(f"/proc/{pid}/statm", os.O_RDONLY)
+            except OSError:
+                return int(proc.memory_info().rss)
+        return int(os.pread(fd, 128, 0).split()[1]) * _PAGE
+
+    def close(self) -> None:
+        for fd in self._statm.values():
+            os.close(fd)
+        self._statm.clear()
 
     def _refresh(self) -> None:
         for pid in descendants(self.root):
@@ -352,6 +372,7 @@ class track_memory(contextlib.ContextDecorator):  # noqa: N801 - used like a fun
         _ACTIVE.remove(self)
         report.samples = self._sampler.samples
         report.host_end = self._sampler.sample()
+        self._sampler.close()
         report.host_peak, report.host_peak_source = sampled, "sampled"
         self_peak = max(_maxrss(resource.RUSAGE_SELF), self._kernel_floor)
         # The kernel's lifetime max speaks for this block only if the block set a new record.

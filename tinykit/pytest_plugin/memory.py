@@ -109,10 +109,8 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
     budgets = _budgets(item)
     if budgets is None and not item.config.getoption("tinykit_memory"):
         return (yield)
-    from tinykit.memory.track import MemoryReport, settle, track_memory
+    from tinykit.memory.track import MemoryReport, track_memory
 
-    if budgets is not None:
-        settle()  # what an earlier test left for the collector is not this test's memory
     interval = _interval(item.config)
     if item.get_closest_marker("tinykit_dist") is not None:
         item.stash[RANK_INTERVAL] = interval
