@@ -286,6 +286,16 @@ TABLE: dict[str, dict[str, Row]] = {
     "cache": {
         "no action": row("cache", 2, "required"),
     },
+    "mem": {
+        "no action": row("mem", 2, "required"),
+        "no command": row("mem run", 2, "no command to measure"),
+        "command not found": row("mem run -- no-such-command-x", 2, "not found on PATH"),
+        "plot not a png": row("mem run --plot {out}/m.svg -- true", 2, "*.png"),
+        "plot folder missing": row("mem run --plot {out}/no/m.png -- true", 2, "does not exist"),
+        "project missing folder": row("mem project {in}/nope", 2, "nope"),
+        "project bad layers": row("mem project {in}/nope --layers 2,1", 2, "LO < HI"),
+        "project bad seq": row("mem project {in}/nope --seq 0", 2, "--seq"),
+    },
     "hub serve": {
         "missing folder": row("hub serve {in}/nope", 2, "nope"),
         "a file": row("hub serve {in}/a-file", 2, "a-file"),

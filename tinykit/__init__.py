@@ -21,6 +21,9 @@ _LAZY = {
     "make_tiny": "tinykit.model.build",
     "make_tiny_dataset": "tinykit.dataset.build",
     "make_tiny_tokenizer": "tinykit.tokenizer.build",
+    "check_leaks": "tinykit.memory.leaks",
+    "project_memory": "tinykit.memory.project",
+    "track_memory": "tinykit.memory.track",
     "run_distributed": "tinykit.distributed.launch",
     "seed_everything": "tinykit.repro.seed",
     "slice_model": "tinykit.model.slice",
@@ -29,7 +32,12 @@ _LAZY = {
 }
 
 # public submodules reachable as attributes: tinykit.env.capture(), tinykit.seed.dataloader_kwargs()
-_MODULES = {"env": "tinykit.repro.env", "errors": "tinykit.errors", "seed": "tinykit.repro.seed"}
+_MODULES = {
+    "env": "tinykit.repro.env",
+    "errors": "tinykit.errors",
+    "memory": "tinykit.memory",
+    "seed": "tinykit.repro.seed",
+}
 
 __all__ = [  # every name of _LAZY and _MODULES (tests/test_import_is_light.py checks they load)
     "HubServer",
@@ -37,6 +45,7 @@ __all__ = [  # every name of _LAZY and _MODULES (tests/test_import_is_light.py c
     "__version__",
     "build_standins",
     "check_determinism",
+    "check_leaks",
     "env",
     "errors",
     "fixture_path",
@@ -44,20 +53,26 @@ __all__ = [  # every name of _LAZY and _MODULES (tests/test_import_is_light.py c
     "make_tiny",
     "make_tiny_dataset",
     "make_tiny_tokenizer",
+    "memory",
+    "project_memory",
     "run_distributed",
     "seed",
     "seed_everything",
     "slice_model",
+    "track_memory",
     "verify",
 ]
 
 if TYPE_CHECKING:
-    from tinykit import errors
+    from tinykit import errors, memory
     from tinykit.artifacts.lookup import fixture_path
     from tinykit.dataset.build import make_tiny_dataset
     from tinykit.dataset.synthetic import make_synthetic_dataset
     from tinykit.distributed.launch import run_distributed
     from tinykit.hub.server import HubServer
+    from tinykit.memory.leaks import check_leaks
+    from tinykit.memory.project import project_memory
+    from tinykit.memory.track import track_memory
     from tinykit.model.build import make_tiny
     from tinykit.model.slice import slice_model
     from tinykit.model.spec import ShrinkSpec

@@ -23,6 +23,9 @@ __all__ = [
     "bf16_supported",
     "device_memory",
     "gpu_count",
+    "in_use",
+    "memory_stats",
+    "reset_peak_memory",
     "physical_gpus",
     "seed_backends",
     "select_device",
@@ -227,3 +230,78 @@ def _nvidia_smi_gpus() -> list[dict[str, Any]]:
                 }
             )
     return gpus
+
+
+# -- memory counters of devices the code already uses -----------------------------------------
+
+
+def _initialised(torch: Any, name: str) -> bool:
+    """Whether this process already created a context on device type `name` (asks, never creates)."""
+    if name == "mps":  # no context to create: Metal is ready once torch sees the device
+        return _available(torch, "mps")
+    backend = getattr(torch, name, None)
+    probe = getattr(backend, "is_initialized", None)
+    try:
+        return bool(probe()) if callable(probe) else False
+    except Exception:  # a half-installed plugin must not break memory tracking
+        return False
+
+
+def in_use() -> list[str]:
+    """Devices (``cuda:0``, ``xpu:1``, ``mps``) whose memory can be read without initialising
+    anything: only device types this process already initialised. Empty without torch loaded."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return []  # code that never imported torch has touched no accelerator
+    found = []
+    for name in ACCELERATORS:
+        if not _initialised(torch, name):
+            continue
+        if name == "mps":
+            found.append("mps")
+            continue
+        with contextlib.suppress(Exception):
+            found += [f"{name}:{i}" for i in range(int(_backend(torch, name).device_count()))]
+    return found
+
+
+def memory_stats(device: str) -> dict[str, int]:
+    """allocated, reserved, peak_allocated and peak_reserved bytes of an initialised device.
+
+    CUDA, XPU and the out-of-tree backends through their torch.<name> module (the same four
+    calls), else `torch.accelerator`; MPS has no peak counters (its peaks are the current values).
+    """
+    import torch
+
+    kind, index = _split(device)
+    if kind == "mps":
+        allocated = int(torch.mps.current_allocated_memory())
+        reserved = int(torch.mps.driver_allocated_memory())
+        return {
+            "allocated": allocated,
+            "reserved": reserved,
+            "peak_allocated": allocated,
+            "peak_reserved": reserved,
+        }
+    backend = _backend(torch, kind)
+    if not hasattr(backend, "max_memory_allocated"):
+        backend = torch.accelerator  # the generic API (torch >= 2.9) speaks for any backend
+    return {
+        "allocated": int(backend.memory_allocated(index)),
+        "reserved": int(backend.memory_reserved(index)),
+        "peak_allocated": int(backend.max_memory_allocated(index)),
+        "peak_reserved": int(backend.max_memory_reserved(index)),
+    }
+
+
+def reset_peak_memory(device: str) -> None:
+    """Start the peak counters of an initialised device afresh (a no-op on MPS)."""
+    import torch
+
+    kind, index = _split(device)
+    if kind == "mps":
+        return
+    backend = _backend(torch, kind)
+    if not hasattr(backend, "reset_peak_memory_stats"):
+        backend = torch.accelerator
+    backend.reset_peak_memory_stats(index)

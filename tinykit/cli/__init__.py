@@ -86,6 +86,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     if extra:
         sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
         command = sub.choices[args.command]
+        # an action of a command (`mem project`, `bisect versions`): its own parser and flags
+        while action := next(
+            (a for a in command._actions if isinstance(a, argparse._SubParsersAction)), None
+        ):
+            if getattr(args, action.dest, None) not in action.choices:
+                break
+            command = action.choices[getattr(args, action.dest)]
         flags = [o for a in command._actions for o in a.option_strings if o.startswith("--")]
         unknown = next((e for e in extra if e.startswith("-")), extra[0])
         command.error(

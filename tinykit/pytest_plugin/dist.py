@@ -164,14 +164,31 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     fn = pyfuncitem.obj
     if pyfuncitem.instance is not None:  # a method: send the plain function and the instance
         fn, args = fn.__func__, (pyfuncitem.instance,)
-    _run(
+    from tinykit.pytest_plugin.memory import RANK_INTERVAL, RANK_REPORTS
+
+    interval = pyfuncitem.stash.get(RANK_INTERVAL, None)
+    if interval is None:
+        _run(
+            pyfuncitem.config,
+            fn,
+            args=args,
+            kwargs=funcargs,
+            name=pyfuncitem.nodeid,
+            **_marker_kwargs(pyfuncitem),
+        )
+        return True
+    # memory is measured: every rank runs the body under track_memory and reports its peak
+    from tinykit._child import FunctionRef
+    from tinykit.memory.track import call_tracked
+
+    results = _run(
         pyfuncitem.config,
-        fn,
-        args=args,
-        kwargs=funcargs,
+        call_tracked,
+        args=(FunctionRef.of(fn, "a rank process"), args, funcargs, interval),
         name=pyfuncitem.nodeid,
         **_marker_kwargs(pyfuncitem),
     )
+    pyfuncitem.stash[RANK_REPORTS] = [r["memory"] for r in results]
     return True
 
 
