@@ -406,15 +406,20 @@ def _first_int(node: dict[str, Any], keys: tuple[str, ...]) -> int | None:
 
 
 def _split_like(parts: list[int], total: int) -> list[int]:
-    """Split `total` into len(parts) positive integers in the proportions of `parts`."""
+    """Split `total` into len(parts) integers in the proportions of `parts`: all positive where
+    total allows, else ones for the largest parts and empty sections (a split of 0) for the rest."""
     n = len(parts)
-    if total < n:
+    if total < 1:
         raise ShrinkConstraintError(
-            f"mrope_section {parts} needs head_dim/2 >= {n}, got {total}. Use a larger --hidden or fewer --heads.",
+            f"mrope_section {parts} needs a rotated head width of at least 2, got {2 * total}. "
+            "Use a larger --hidden or fewer --heads.",
             field="hidden",
             value=total * 2,
-            constraint=f"head_dim >= {2 * n}",
+            constraint="rotated head_dim >= 2",
         )
+    if total < n:
+        largest = sorted(range(n), key=lambda i: (parts[i], i), reverse=True)[:total]
+        return [1 if i in largest else 0 for i in range(n)]
     scaled = [p * (total - n) / sum(parts) for p in parts]
     out = [1 + math.floor(s) for s in scaled]
     for i in sorted(range(n), key=lambda i: scaled[i] - math.floor(scaled[i]), reverse=True)[
