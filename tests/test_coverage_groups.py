@@ -24,7 +24,9 @@ def test_per_stage_widths_and_depths_of_a_backbone_are_capped_entry_by_entry():
 
 def test_per_stage_heads_divide_every_stage_width():
     config = _shrunk("segformer")  # 5 heads at a 160-wide stage before shrinking
-    assert all(w % h == 0 for w, h in zip(config.hidden_sizes, config.num_attention_heads))
+    assert all(
+        w % h == 0 for w, h in zip(config.hidden_sizes, config.num_attention_heads, strict=True)
+    )
     assert max(config.num_attention_heads) <= ShrinkSpec().heads
 
 
