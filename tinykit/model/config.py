@@ -248,9 +248,10 @@ def _knob_values(full: dict[str, Any], recipe: Recipe, ctx: _Context) -> dict[st
     for knob in ELEMENTWISE:
         knob_keys[knob] += [k for k in recipe.knobs.get(knob, ()) if _is_int_list(full.get(k))]
     # per-stage lists of vision backbones (widths, heads, image sides, stage depths)
-    per_stage = {k: [] for k in PER_STAGE}
-    for knob in PER_STAGE:
-        per_stage[knob] = [k for k in recipe.knobs.get(knob, ()) if _is_int_list(full.get(k))]
+    per_stage: dict[str, list[str]] = {
+        knob: [k for k in recipe.knobs.get(knob, ()) if _is_int_list(full.get(k))]
+        for knob in PER_STAGE
+    }
     width = min([full[k] for k in knob_keys["width"]] + [spec.hidden])
     heads_src = full[knob_keys["heads"][0]] if knob_keys["heads"] else None
     heads = _divisor_at_most(width, min(spec.heads, heads_src or spec.heads))

@@ -139,7 +139,8 @@ def _patch_grid(vision, params, generator, batch) -> tuple[dict[str, Any], str]:
     import torch
 
     def setting(*names: str, default: int) -> int:
-        return next((v for n in names if _is_int(v := getattr(vision, n, None))), default)
+        values: list[Any] = [getattr(vision, n, None) for n in names]
+        return next((int(v) for v in values if _is_int(v)), default)
 
     channels = setting("in_channels", "num_channels", "in_chans", default=3)
     patch = setting("patch_size", default=8)
