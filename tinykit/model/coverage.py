@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tinykit.errors import TinykitError, UsageError
+from tinykit.progress import steps
 
 TEXT_MAPPINGS = (
     "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES",
@@ -170,8 +171,13 @@ def sweep(
             "or seq2seq LM class to them (nor, with --all, any model class). Run `tinykit "
             "coverage` (or `--all`) without names to see all."
         )
-    with tempfile.TemporaryDirectory(prefix="tinykit-coverage-") as tmp:
-        for model_type in model_types or text_model_types():
+    wanted = model_types or text_model_types()
+    with (
+        tempfile.TemporaryDirectory(prefix="tinykit-coverage-") as tmp,
+        steps(len(wanted), "coverage") as step,
+    ):
+        for model_type in wanted:
+            step(model_type)
             started = time.perf_counter()
             ok, reason, params, weights = False, "", 0, 0
             try:  # verify runs here, with its report kept: the build's own check is skipped
