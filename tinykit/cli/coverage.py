@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import statistics
 
 from tinykit.cli import emit
 
@@ -32,15 +30,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tinykit.model.coverage import all_model_types, sweep, text_model_types
+    from tinykit.model.coverage import plan, summarize, summary_lines, sweep
 
-    if args.all or args.group:
-        table = all_model_types()
-        groups = {t: g for t, (g, _) in table.items()}
-        classes = {t: c for t, (_, c) in table.items() if c}
-    else:
-        groups, classes = dict.fromkeys(text_model_types(), "text"), {}
-    wanted = args.model_types or [t for t, g in groups.items() if g in (args.group or GROUPS)]
+    wanted, groups, classes = plan(args.model_types, every=args.all, groups=args.group)
     rows = []
     for row in sweep(wanted, classes):
         rows.append(row)
@@ -51,42 +43,6 @@ def run(args: argparse.Namespace) -> int:
                 + ("" if row.ok else f"  {'[upstream] ' if row.upstream else ''}{row.reason}"),
                 flush=True,
             )
-    per_group = {}
-    for group in GROUPS:
-        mine = [r for r in rows if groups.get(r.model_type) == group]
-        if mine:
-            per_group[group] = _summary(mine)
-    summary = {
-        **_summary(rows),
-        "groups": per_group,
-        "rows": [{**dataclasses.asdict(r), "group": groups.get(r.model_type)} for r in rows],
-    }
-    lines = [
-        f"{group}: {s['passed']}/{s['total']} pass ({100 * s['rate']:.1f}%); "
-        f"{s['passed']}/{s['buildable']} ({100 * s['rate_buildable']:.1f}%) of the types whose "
-        f"own default transformers builds; median {s['median_seconds']:.2f} s per type"
-        + (
-            f" (not buildable upstream: {', '.join(s['upstream_broken'])})"
-            if s["upstream_broken"]
-            else ""
-        )
-        for group, s in [*per_group.items(), ("all", summary)]
-    ]
-    emit(summary, args.json, "\n".join(lines))
+    summary = summarize(rows, groups)
+    emit(summary, args.json, "\n".join(summary_lines(summary)))
     return 0
-
-
-def _summary(rows: list) -> dict:
-    passed = sum(r.ok for r in rows)
-    upstream = [r.model_type for r in rows if r.upstream]
-    buildable = len(rows) - len(upstream)
-    return {
-        "passed": passed,
-        "total": len(rows),
-        "rate": round(passed / max(1, len(rows)), 4),
-        "upstream_broken": upstream,
-        "buildable": buildable,
-        "rate_buildable": round(passed / max(1, buildable), 4),
-        "median_seconds": round(statistics.median([r.seconds for r in rows]), 3) if rows else 0.0,
-        "seconds": round(sum(r.seconds for r in rows), 1),
-    }

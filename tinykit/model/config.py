@@ -230,6 +230,10 @@ ELEMENTWISE = {
 }
 
 
+# Knobs whose keys may hold one value per stage of a vision backbone, shrunk entry by entry.
+PER_STAGE = ("width", "heads", "image_size", "patch_size", "stage_depths")
+
+
 def _knob_values(full: dict[str, Any], recipe: Recipe, ctx: _Context) -> dict[str, Any]:
     spec, out = ctx.spec, {}
     knob_keys = {
@@ -243,6 +247,11 @@ def _knob_values(full: dict[str, Any], recipe: Recipe, ctx: _Context) -> dict[st
     # MLP widths and channel counts may be per-layer lists: each entry is capped
     for knob in ELEMENTWISE:
         knob_keys[knob] += [k for k in recipe.knobs.get(knob, ()) if _is_int_list(full.get(k))]
+    # per-stage lists of vision backbones (widths, heads, image sides, stage depths)
+    per_stage: dict[str, list[str]] = {
+        knob: [k for k in recipe.knobs.get(knob, ()) if _is_int_list(full.get(k))]
+        for knob in PER_STAGE
+    }
     width = min([full[k] for k in knob_keys["width"]] + [spec.hidden])
     heads_src = full[knob_keys["heads"][0]] if knob_keys["heads"] else None
     heads = _divisor_at_most(width, min(spec.heads, heads_src or spec.heads))
@@ -276,8 +285,22 @@ def _knob_values(full: dict[str, Any], recipe: Recipe, ctx: _Context) -> dict[st
                 out[key] = min(v, spec.window)
             elif knob == "image_size":
                 out[key] = min(v, spec.image_size)
-            elif knob == "patch_size" and knob_keys["image_size"]:
+            elif knob == "patch_size" and (knob_keys["image_size"] or per_stage["image_size"]):
                 out[key] = min(v, spec.patch_size)
+    stage_depth = 2 if spec.layers == "auto" else spec.layers  # 2: alternating blocks (Swin's)
+    for knob, keys in per_stage.items():
+        for key in keys:
+            v = full[key]
+            if knob == "width":
+                out[key] = _capped(v, width)
+            elif knob == "heads":  # every stage's width is a multiple of the first's
+                out[key] = [_divisor_at_most(width, min(spec.heads, h)) for h in v]
+            elif knob == "image_size":
+                out[key] = _capped(v, spec.image_size)
+            elif knob == "patch_size" and (knob_keys["image_size"] or per_stage["image_size"]):
+                out[key] = _capped(v, spec.patch_size)
+            elif knob == "stage_depths":
+                out[key] = _capped(v, stage_depth)
     for key in knob_keys["experts_per_tok"]:
         if full[key] is not None or experts:
             out[key] = max(
@@ -317,12 +340,33 @@ def _shrink_rope(merged: dict[str, Any], overrides: dict[str, Any], recipe: Reci
         return
     rope = copy.deepcopy(rope)
     for params in [rope, *[v for v in rope.values() if isinstance(v, dict)]]:
+        factor = params.get("partial_rotary_factor", merged.get("partial_rotary_factor"))
+        rotary_half = int(head_dim * (factor if isinstance(factor, int | float) else 1)) // 2
         for key in ("long_factor", "short_factor"):
             if isinstance(params.get(key), list):
-                params[key] = params[key][: head_dim // 2]
-        if isinstance(params.get("mrope_section"), list):
-            params["mrope_section"] = _split_like(params["mrope_section"], head_dim // 2)
+                params[key] = params[key][:rotary_half]
+        section = params.get("mrope_section")
+        if section is None and params is rope and _reads_mrope(merged.get("model_type")):
+            # the model falls back to a full-size section ([16, 24, 24]) when the key is absent
+            section = list(MROPE_AXES)
+        if isinstance(section, list):
+            params["mrope_section"] = _split_like(section, rotary_half)
     overrides["rope_parameters" if "rope_parameters" in merged else "rope_scaling"] = rope
+
+
+MROPE_AXES = (2, 3, 3)
+"""Proportions of the (time, height, width) rotary sections where a config gives none."""
+
+
+def _reads_mrope(model_type: Any) -> bool:
+    """Whether the type's model reads `mrope_section` from its rope parameters (the config class
+    tells its rope validation to let that key through)."""
+    from transformers import CONFIG_MAPPING
+
+    if not isinstance(model_type, str) or model_type not in CONFIG_MAPPING:
+        return False
+    cls = CONFIG_MAPPING[model_type]
+    return "mrope_section" in (getattr(cls, "ignore_keys_at_rope_validation", None) or ())
 
 
 def _rescale_rope_positions(
@@ -363,15 +407,20 @@ def _first_int(node: dict[str, Any], keys: tuple[str, ...]) -> int | None:
 
 
 def _split_like(parts: list[int], total: int) -> list[int]:
-    """Split `total` into len(parts) positive integers in the proportions of `parts`."""
+    """Split `total` into len(parts) integers in the proportions of `parts`: all positive where
+    total allows, else ones for the largest parts and empty sections (a split of 0) for the rest."""
     n = len(parts)
-    if total < n:
+    if total < 1:
         raise ShrinkConstraintError(
-            f"mrope_section {parts} needs head_dim/2 >= {n}, got {total}. Use a larger --hidden or fewer --heads.",
+            f"mrope_section {parts} needs a rotated head width of at least 2, got {2 * total}. "
+            "Use a larger --hidden or fewer --heads.",
             field="hidden",
             value=total * 2,
-            constraint=f"head_dim >= {2 * n}",
+            constraint="rotated head_dim >= 2",
         )
+    if total < n:
+        largest = sorted(range(n), key=lambda i: (parts[i], i), reverse=True)[:total]
+        return [1 if i in largest else 0 for i in range(n)]
     scaled = [p * (total - n) / sum(parts) for p in parts]
     out = [1 + math.floor(s) for s in scaled]
     for i in sorted(range(n), key=lambda i: scaled[i] - math.floor(scaled[i]), reverse=True)[

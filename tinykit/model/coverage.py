@@ -9,6 +9,9 @@ multimodal) by the task tables transformers lists it in. Each is built from its 
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
+import statistics
 import tempfile
 import time
 from collections.abc import Iterator
@@ -160,12 +163,13 @@ def sweep(
     from tinykit.model.build import build
     from tinykit.model.verify import verify
 
-    known = text_model_types()
+    known = {*text_model_types(), *(classes or {})}
     unknown = [t for t in model_types or [] if t not in known]
     if unknown:  # a typo would otherwise "fail" as a row and the sweep exit 0
         raise UsageError(
-            f"Unknown text model type(s) {', '.join(unknown)}: transformers maps no causal, "
-            "masked or seq2seq LM class to them. Run `tinykit coverage` without names to see all."
+            f"Unknown model type(s) {', '.join(unknown)}: transformers maps no causal, masked "
+            "or seq2seq LM class to them (nor, with --all, any model class). Run `tinykit "
+            "coverage` (or `--all`) without names to see all."
         )
     wanted = model_types or text_model_types()
     with (
@@ -230,8 +234,8 @@ def upstream_error(model_type: str, class_name: str | None = None) -> str | None
             model = cls._from_config(config_for(cls, config))
     except Exception as e:  # any failure of transformers' own defaults
         return f"{type(e).__name__}: {str(e)[:200]}"
-    if model.main_input_name != "input_ids":
-        return None
+    if "input_ids" not in inspect.signature(model.forward).parameters:
+        return None  # a tower alone (some name input_ids as their main input all the same)
     try:
         with torch.device("meta"):
             model(input_ids=torch.zeros(1, 8, dtype=torch.long))
@@ -247,3 +251,67 @@ def _is_upstream(reason: str, error: str | None) -> bool:
     if not error.startswith("forward: "):
         return True
     return error.removeprefix("forward: ")[:60] in reason
+
+
+def plan(
+    model_types: list[str] | None = None, *, every: bool = False, groups: list[str] | None = None
+) -> tuple[list[str], dict[str, str], dict[str, str]]:
+    """What a sweep covers: (types in order, type -> group, type -> class name to build it with).
+
+    `every` (or any `groups`) takes every type with a model class, else the text types only;
+    named `model_types` narrow it, `groups` keep only those groups."""
+    if every or groups:
+        table = all_model_types()
+        group_of = {t: g for t, (g, _) in table.items()}
+        classes = {t: c for t, (_, c) in table.items() if c}
+    else:
+        group_of, classes = dict.fromkeys(text_model_types(), "text"), {}
+    wanted = model_types or [t for t, g in group_of.items() if g in (groups or GROUPS)]
+    return wanted, group_of, classes
+
+
+def summarize(rows: list[CoverageRow], group_of: dict[str, str]) -> dict[str, Any]:
+    """The sweep's report: figures over all rows, the same per group, and every row."""
+    per_group = {}
+    for group in GROUPS:
+        mine = [r for r in rows if group_of.get(r.model_type) == group]
+        if mine:
+            per_group[group] = figures(mine)
+    return {
+        **figures(rows),
+        "groups": per_group,
+        "rows": [{**dataclasses.asdict(r), "group": group_of.get(r.model_type)} for r in rows],
+    }
+
+
+def figures(rows: list[CoverageRow]) -> dict[str, Any]:
+    """Pass counts and rates (of all, and of the types transformers itself builds) and timings."""
+    passed = sum(r.ok for r in rows)
+    upstream = [r.model_type for r in rows if r.upstream]
+    buildable = len(rows) - len(upstream)
+    return {
+        "passed": passed,
+        "total": len(rows),
+        "rate": round(passed / max(1, len(rows)), 4),
+        "upstream_broken": upstream,
+        "buildable": buildable,
+        "rate_buildable": round(passed / max(1, buildable), 4),
+        "median_seconds": round(statistics.median([r.seconds for r in rows]), 3) if rows else 0.0,
+        "seconds": round(sum(r.seconds for r in rows), 1),
+    }
+
+
+def summary_lines(summary: dict[str, Any]) -> list[str]:
+    """One line per group and one for all: the figures `tinykit coverage` prints last."""
+    return [
+        f"{group}: {s['passed']}/{s['total']} pass ({100 * s['rate']:.1f}%); "
+        f"{s['passed']}/{s['buildable']} ({100 * s['rate_buildable']:.1f}%) of the types whose "
+        f"own default transformers builds; {s['seconds']:.0f} s, median "
+        f"{s['median_seconds']:.2f} s per type"
+        + (
+            f" (not buildable upstream: {', '.join(s['upstream_broken'])})"
+            if s["upstream_broken"]
+            else ""
+        )
+        for group, s in [*summary["groups"].items(), ("all", summary)]
+    ]

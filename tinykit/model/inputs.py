@@ -28,6 +28,8 @@ def media_inputs(model: Any, generator: Any, batch: int) -> tuple[dict[str, Any]
     if main == "input_features":
         return _features(config, params, generator, batch)
     vision = getattr(config, "vision_config", None) or config
+    if "grid_thw" in params:  # a patch-merging tower alone (Qwen2-VL's): flattened patches + grid
+        return _patch_grid(vision, params, generator, batch)
     if "pixel_values_videos" in params and "pixel_values" not in params:
         return _video(config, vision, "pixel_values_videos", params, generator, batch)
     if "pixel_values" in params and _is_int(getattr(vision, "num_frames", None)):
@@ -128,6 +130,27 @@ def _image(config, vision, params, generator, batch) -> tuple[dict[str, Any], st
     if not inputs:
         inputs["pixel_values"] = torch.randn(batch, channels, size, size, generator=generator)
     return inputs, how
+
+
+def _patch_grid(vision, params, generator, batch) -> tuple[dict[str, Any], str]:
+    """What the processors of patch-merging towers emit: every image's patches flattened to rows
+    of channels x temporal patch x patch x patch values, and each image's (t, h, w) patch grid,
+    h and w two merge windows wide."""
+    import torch
+
+    def setting(*names: str, default: int) -> int:
+        values: list[Any] = [getattr(vision, n, None) for n in names]
+        return next((int(v) for v in values if _is_int(v)), default)
+
+    channels = setting("in_channels", "num_channels", "in_chans", default=3)
+    patch = setting("patch_size", default=8)
+    temporal = setting("temporal_patch_size", default=1)
+    side = 2 * setting("spatial_merge_size", default=1)
+    rows = batch * side * side
+    key = "hidden_states" if "hidden_states" in params else "pixel_values"
+    patches = torch.randn(rows, channels * temporal * patch * patch, generator=generator)
+    grid = torch.tensor([[1, side, side]] * batch)
+    return {key: patches, "grid_thw": grid}, "random"
 
 
 def _video(config, vision, key, params, generator, batch) -> tuple[dict[str, Any], str]:

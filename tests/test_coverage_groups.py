@@ -1,0 +1,80 @@
+"""Coverage of non-text groups: per-stage vision lists, patch-merging towers, M-RoPE defaults,
+and the sweep's summary figures."""
+
+from __future__ import annotations
+
+import pytest
+
+from tinykit.model.config import shrink_config
+from tinykit.model.coverage import CoverageRow, all_model_types, figures, summarize, sweep
+from tinykit.model.size import MULTIMODAL_BUDGET
+from tinykit.model.spec import ShrinkSpec
+
+
+def _shrunk(model_type: str, **spec):
+    return shrink_config({"model_type": model_type}, ShrinkSpec(**spec)).config
+
+
+def test_per_stage_widths_and_depths_of_a_backbone_are_capped_entry_by_entry():
+    config = _shrunk("resnet")  # [256, 512, 1024, 2048] wide, [3, 4, 6, 3] deep
+    assert config.hidden_sizes == [32, 32, 32, 32]
+    assert config.depths == [2, 2, 2, 2]
+    assert _shrunk("resnet", layers=1).depths == [1, 1, 1, 1]
+
+
+def test_per_stage_heads_divide_every_stage_width():
+    config = _shrunk("segformer")  # 5 heads at a 160-wide stage before shrinking
+    assert all(
+        w % h == 0 for w, h in zip(config.hidden_sizes, config.num_attention_heads, strict=True)
+    )
+    assert max(config.num_attention_heads) <= ShrinkSpec().heads
+
+
+def test_an_absent_mrope_section_is_given_one_that_fits_the_tiny_head():
+    # Qwen2-VL's model falls back to [16, 24, 24] (a 128-wide head) when the key is absent
+    from transformers import CONFIG_MAPPING
+
+    assert "mrope_section" not in CONFIG_MAPPING["qwen2_vl"]().text_config.rope_parameters
+    text = _shrunk("qwen2_vl").text_config
+    head_dim = text.hidden_size // text.num_attention_heads
+    assert sum(text.rope_parameters["mrope_section"]) == head_dim // 2
+    # a partial rotary factor halves the rotated width (GLM-4V-MoE)
+    moe = _shrunk("glm4v_moe").text_config
+    moe_head = getattr(moe, "head_dim", None) or moe.hidden_size // moe.num_attention_heads
+    assert sum(moe.rope_parameters["mrope_section"]) == int(moe_head * 0.5) // 2
+
+
+def test_summary_figures_count_upstream_failures_apart():
+    rows = [
+        CoverageRow("a", True, "ok", 1, 1.0),
+        CoverageRow("b", False, "forward failed", 1, 3.0),
+        CoverageRow("c", False, "x", 0, 2.0, upstream=True),
+    ]
+    got = figures(rows)
+    assert (got["passed"], got["total"], got["buildable"], got["upstream_broken"]) == (
+        1,
+        3,
+        2,
+        ["c"],
+    )
+    assert (got["rate_buildable"], got["median_seconds"], got["seconds"]) == (0.5, 2.0, 6.0)
+    report = summarize(rows, {"a": "vision", "b": "vision", "c": "audio"})
+    assert report["groups"]["vision"]["total"] == 2 and report["groups"]["audio"]["buildable"] == 0
+    assert [r["group"] for r in report["rows"]] == ["vision", "vision", "audio"]
+
+
+# One type per non-text fix: per-stage lists, BatchNorm backbones, a patch-merging tower alone,
+# an M-RoPE image-text model with its default mrope_section absent. The whole --all sweep is
+# `nox -s coverage -- --all` (TINYKIT_RUN_SWEEP=1 in tests/test_size.py runs the text one).
+SAMPLED = ["resnet", "swin", "qwen2_5_vl_vision", "qwen2_vl"]
+
+
+@pytest.fixture(scope="module")
+def classes():
+    return {t: c for t, (_, c) in all_model_types().items() if c}
+
+
+def test_sampled_non_text_types_pass_within_the_budget(classes):
+    rows = list(sweep(SAMPLED, classes))
+    assert [(r.model_type, r.reason) for r in rows if not r.ok] == []
+    assert all(0 < r.weight_bytes <= MULTIMODAL_BUDGET for r in rows)
