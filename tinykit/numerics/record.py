@@ -65,7 +65,7 @@ class TensorSummary:
     def flags(self) -> str:
         """"NaN! +Inf!" style flags, "" when the tensor is finite."""
         found = [(self.nan, "NaN"), (self.posinf, "+Inf"), (self.neginf, "-Inf")]
-        return " ".join(f"{label}!x{n}" for n, label in found if n)
+        return " ".join(f"{label}!({n})" for n, label in found if n)
 
     def stats(self) -> str:
         if self.mean is None:
@@ -234,7 +234,7 @@ def minmax_summaries(named: list[tuple[str, torch.Tensor]]) -> list[TensorSummar
     return out
 
 
-SUMMARIES = ("hash", "stats", "minmax")
+SUMMARIES = ("hash", "stats", "minmax", "none")
 WHAT = ("input", "output", "grad", "param")
 
 
@@ -274,7 +274,7 @@ class Recorder:
         what: Iterable[str] = ("input", "output", "grad"),
         summary: str = "hash",
         frames: int | None = None,
-        steps: Iterable[int] | None = None,
+        steps: Iterable[int] | range | None = None,
         sink: Sink | None = None,
     ) -> None:
         from tinykit.errors import UsageError
@@ -292,7 +292,10 @@ class Recorder:
         self.patterns = (modules,) if isinstance(modules, str) else tuple(modules)
         self.summary = summary
         self.records: list[Record] | deque[Record] = deque(maxlen=frames) if frames else []
-        self.steps = None if steps is None else frozenset(steps)
+        # a set, or anything with `in` (range(0, 2**62, k): every k-th step)
+        self.steps: range | frozenset[int] | None = (
+            steps if steps is None or isinstance(steps, range) else frozenset(steps)
+        )
         self.sink = sink
         self.step = 0
         self._auto_step = model is not None
@@ -418,6 +421,8 @@ class Recorder:
     def summaries(self, named: list[tuple[str, torch.Tensor]]) -> list[TensorSummary]:
         if self.summary == "minmax":
             return minmax_summaries(named)
+        if self.summary == "none":  # the sink looks at the raw tensors itself
+            return []
         full = self.summary == "stats"
         return [summarize(t, self.keep_values, n, full) for n, t in named]
 
