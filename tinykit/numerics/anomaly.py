@@ -110,6 +110,7 @@ class AnomalyDetector(Sink):
         self._warned: set[str] = set()
         self._pending: list[tuple[Record, Any]] = []  # sampled mode: (record, finite flag)
         self._tripped = False
+        self._found_step = -1
         what = ("input", "output", "grad") if grads else ("input", "output")
         self.recorder = Recorder(
             model=model,
@@ -150,6 +151,8 @@ class AnomalyDetector(Sink):
         if self.sampled:
             self._pending.append((record, _fused_finite_flag(tensors)))
             return
+        if record.step == self._found_step:
+            return  # what follows a finding in its step is its consequence, not a new one
         inputs, outputs = record.inputs, record.outputs
         bad_in = next((s for s in inputs if self._bad(s)), None)
         bad_out = next((s for s in outputs if self._bad(s)), None)
@@ -234,7 +237,7 @@ class AnomalyDetector(Sink):
                 else "went non-finite while its inputs were finite"
             )
         where = f"'{record.module}' ({record.cls}{', backward' if backward else ''})"
-        hint = self._hint(record, bad, is_input, raw)
+        hint, extra = self._hint(record, bad, is_input, raw)
         index = _first_non_finite(tensor) if tensor is not None else None
         report = {
             "step": record.step,
@@ -250,6 +253,10 @@ class AnomalyDetector(Sink):
             "neginf": bad.neginf,
             "first_index": index,
             "hint": hint,
+            # the module whose code made the value: a non-finite forward input was made in the
+            # forward of the module that called this one
+            "made_by": record.parent if is_input and not backward else record.module,
+            **extra,
             "frames": [_frame_data(r) for r in self.recorder.records],
         }
         message = (
@@ -279,6 +286,7 @@ class AnomalyDetector(Sink):
         self._report(report, message)
 
     def _report(self, report: dict[str, Any], message: str) -> None:
+        self._found_step = report["step"]
         if self.abort:
             self._tripped = True  # once raised, the unwinding calls are not findings
             raise NumericsError(message, report=report)
@@ -291,7 +299,8 @@ class AnomalyDetector(Sink):
         bad: TensorSummary,
         is_input: bool,
         raw: dict[str, torch.Tensor],
-    ) -> str:
+    ) -> tuple[str, dict[str, Any]]:
+        """A likely cause, and report fields that back it."""
         labels = raw.get("input.labels")
         if (
             not is_input
@@ -303,13 +312,16 @@ class AnomalyDetector(Sink):
             return (
                 "Every label is -100 (masked), so the mean loss is 0/0 = NaN: skip such "
                 "batches, or use loss = logits.sum() * 0.0 for them."
-            )
+            ), {"cause": "all labels masked"}
         if bad.dtype == "float16" and (bad.posinf or bad.neginf):
-            peak = max((s.absmax or 0.0) for s in record.inputs) if record.inputs else 0.0
-            return (
-                f"float16 overflows past {FP16_MAX:g} (input abs max {peak:.3g}): run this "
-                "module in float32 (or bfloat16), or keep activations well below 1e4."
+            peak = max(
+                (s.absmax for s in record.inputs if s.absmax is not None and s.finite),
+                default=0.0,
             )
+            return (
+                f"float16 overflows past {FP16_MAX:g} (finite inputs' abs max {peak:.3g}): run this "
+                "module in float32 (or bfloat16), or keep activations well below 1e4."
+            ), {"cause": "float16 overflow"}
         if not is_input and record.kind == "forward":
             module = self._module(record.module)
             if module is not None:
@@ -319,8 +331,8 @@ class AnomalyDetector(Sink):
                         return (
                             f"Its parameter '{name}' is not finite (first at index {tuple(at)}): "
                             "an earlier update or the loaded weights put it there."
-                        )
-        return ""
+                        ), {"parameter": name, "parameter_index": at}
+        return "", {}
 
     def _module(self, name: str) -> torch.nn.Module | None:
         if name == type(self.model).__name__:

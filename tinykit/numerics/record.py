@@ -19,8 +19,10 @@ during backward are recorded as kind "recompute", so they are marked and not cou
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import hashlib
+import os
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
     import torch
 
 _active: list[Recorder] = []  # every recorder now active, outermost first
+_RAISED = object()
 
 # Tensors up to this many elements keep a copy, so a report can say how much two runs differ
 # (max |delta|, how many elements) instead of only that their hashes differ.
@@ -194,34 +197,45 @@ def summarize(
     )
 
 
-def minmax_summaries(named: list[tuple[str, torch.Tensor]]) -> list[TensorSummary]:
+def minmax_summaries(
+    named: list[tuple[str, torch.Tensor]], seen: dict[int, tuple[Any, int, TensorSummary]]
+) -> list[TensorSummary]:
     """Abs-min and abs-max of each tensor with ONE host sync for all of them (the detector's
-    per-call cost); NaN/Inf counts are filled in only for a tensor that is not finite."""
+    per-call cost); NaN/Inf counts are filled in only for a tensor that is not finite.
+
+    `seen` maps id(tensor) to (weakref, version, summary) of tensors summarised before in this
+    step: an input that is the unchanged output of the previous module is not reduced again.
+    """
     import torch
 
-    floats = [
-        (i, t) for i, (_, t) in enumerate(named) if t.is_floating_point() and t.numel() > 0
-    ]
-    pairs: list[list[float]] = []
-    if floats:
-        with torch.no_grad():
-            pairs = torch.stack(
-                [torch.stack(torch.aminmax(t.detach().abs())).float() for _, t in floats]
-            ).tolist()
-    found = {i: p for (i, _), p in zip(floats, pairs, strict=True)}
-    out = []
+    out: list[TensorSummary | None] = [None] * len(named)
+    todo: list[int] = []
+    reductions: list[torch.Tensor] = []
     for i, (name, t) in enumerate(named):
-        absmin, absmax = found.get(i, (None, None))
-        counts: dict[str, int] = {}
-        if absmax is not None and not absmax < float("inf"):  # inf or NaN somewhere
-            d = t.detach()
-            counts = {
-                "nan": int(d.isnan().sum()),
-                "posinf": int((d == float("inf")).sum()),
-                "neginf": int((d == float("-inf")).sum()),
-            }
-        out.append(
-            TensorSummary(
+        ref, version, known = seen.get(id(t), (None, -1, None))
+        if known is not None and ref() is t and version == t._version:
+            out[i] = known if known.name == name else dataclasses.replace(known, name=name)
+        elif t.is_floating_point() and t.numel() > 0:
+            todo.append(i)
+            reductions.extend(torch.aminmax(t.detach().abs()))
+        else:
+            out[i] = TensorSummary(hash="", shape=tuple(t.shape), dtype=_dtype(t), name=name)
+    if todo:
+        if len({r.dtype for r in reductions}) > 1:
+            reductions = [r.float() for r in reductions]
+        values = torch.stack(reductions).tolist()
+        for j, i in enumerate(todo):
+            name, t = named[i]
+            absmin, absmax = values[2 * j], values[2 * j + 1]
+            counts: dict[str, int] = {}
+            if not absmax < float("inf"):  # inf or NaN somewhere
+                d = t.detach()
+                counts = {
+                    "nan": int(d.isnan().sum()),
+                    "posinf": int((d == float("inf")).sum()),
+                    "neginf": int((d == float("-inf")).sum()),
+                }
+            summary = TensorSummary(
                 hash="",
                 shape=tuple(t.shape),
                 dtype=_dtype(t),
@@ -230,8 +244,9 @@ def minmax_summaries(named: list[tuple[str, torch.Tensor]]) -> list[TensorSummar
                 name=name,
                 **counts,
             )
-        )
-    return out
+            out[i] = summary
+            seen[id(t)] = (weakref.ref(t), t._version, summary)
+    return [s for s in out if s is not None]
 
 
 SUMMARIES = ("hash", "stats", "minmax", "none")
@@ -246,6 +261,9 @@ class Sink:
 
     def on_step(self, rec: Recorder, step: int) -> None:
         """Step `step` is over (the next one began, or the recorder is closing)."""
+
+    def close(self, error: BaseException | None) -> Any:
+        """The recorder exited (`error`: what the body raised, if anything)."""
 
 
 RawTensors = tuple[list[tuple[str, "torch.Tensor"]], list[tuple[str, "torch.Tensor"]]]
@@ -302,6 +320,8 @@ class Recorder:
         self._model_calls = 0
         self._names: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._wanted: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._foreign: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._seen: dict[int, tuple[Any, int, TensorSummary]] = {}  # minmax, this step
         self._roots = 0
         # (seq, name, kind) of the forward calls in progress; kind None: seen, not recorded
         self._stack: list[tuple[int, str, str | None]] = []
@@ -310,6 +330,7 @@ class Recorder:
         self._handles: list[Any] = []  # module, tensor and autograd-node hooks, removed on exit
         self._hashes: dict[int, tuple[Any, int, str]] = {}  # id -> (weakref, version, hash)
         self._open = False
+        self.result: Any = None  # what the sink's close returned (a dump's folder)
         if model is not None:
             root = type(model).__name__
             for sub_name, sub in model.named_modules():
@@ -334,9 +355,12 @@ class Recorder:
             handle.remove()
         self._handles.clear()
         self._hashes.clear()
+        self._seen.clear()
         _active.remove(self)
-        if self.sink is not None and exc[0] is None:
-            self.sink.on_step(self, self.step)
+        if self.sink is not None:
+            if exc[0] is None:
+                self.sink.on_step(self, self.step)
+            self.result = self.sink.close(exc[1] if isinstance(exc[1], BaseException) else None)
 
     def next_step(self) -> None:
         """End the current step; from now on only these calls count steps."""
@@ -347,6 +371,7 @@ class Recorder:
         if self.sink is not None:
             self.sink.on_step(self, self.step)
         self.step += 1
+        self._seen.clear()
         # Hooks on the tensors and graph nodes of finished steps die with them: drop their
         # handles, so a long run under a ring buffer keeps a flat memory.
         self._handles = self._handles[:2] + [
@@ -372,7 +397,16 @@ class Recorder:
     def _name(self, module: torch.nn.Module) -> str | None:
         if module not in self._names:
             if self.model is not None:
-                return None  # not part of the model this recorder watches
+                if module in self._foreign:
+                    return None
+                # a submodule swapped in after the recorder started: name the tree again
+                root = type(self.model).__name__
+                for sub_name, sub in self.model.named_modules():
+                    self._names.setdefault(sub, sub_name or root)
+                if module not in self._names:
+                    self._foreign[module] = True  # not part of the model this recorder watches
+                    return None
+                return self._names[module]
             # A module first called outside any other module is a root: name its whole tree now.
             self._roots += 1
             prefix = "" if self._roots == 1 else f"{type(module).__name__}#{self._roots}."
@@ -420,7 +454,7 @@ class Recorder:
 
     def summaries(self, named: list[tuple[str, torch.Tensor]]) -> list[TensorSummary]:
         if self.summary == "minmax":
-            return minmax_summaries(named)
+            return minmax_summaries(named, self._seen)
         if self.summary == "none":  # the sink looks at the raw tensors itself
             return []
         full = self.summary == "stats"
@@ -441,11 +475,13 @@ class Recorder:
             kind = "recompute" if recompute else "forward"
         self._stack.append((self._next_seq() if kind else 0, name or "", kind))
 
-    def _post_hook(self, module: torch.nn.Module, args: Any, kwargs: Any, output: Any) -> None:
+    def _post_hook(
+        self, module: torch.nn.Module, args: Any, kwargs: Any, output: Any = _RAISED
+    ) -> None:
         if not self._stack:  # a call that began before this recorder was entered
             return
         seq, name, kind = self._stack.pop()  # runs also when forward raised (always_call=True)
-        if kind is None:
+        if kind is None or output is _RAISED:  # torch passes no output when forward raised
             return
         parent = next((n for _, n, k in reversed(self._stack) if k), "")
         inputs = _call_tensors(args, kwargs)
@@ -620,3 +656,62 @@ def probe(name: str, *tensors: Any) -> None:
     """
     for rec in _active:
         rec.probe(name, tensors)
+
+
+def record(
+    model: torch.nn.Module,
+    modules: str | Iterable[str] = "*",
+    what: Iterable[str] = ("input", "output", "grad"),
+    steps: Iterable[int] | None = None,
+    tensors: str = "stats",
+    out: str | os.PathLike[str] | None = None,
+    max_bytes: int | None = None,
+    *,
+    frames: int | None = None,
+) -> Recorder:
+    """Record every call of `model`'s modules (matching the `modules` glob): a context manager.
+
+    Args:
+        model: the model; its top-level calls after the first start new steps (or call
+            `rec.next_step()`).
+        modules: glob(s) on qualified names, e.g. "model.layers.*.mlp".
+        what: any of "input", "output", "grad" (each module's backward: the gradient it received
+            and the one it passed on) and "param" (the module's own parameters).
+        steps: record only these steps (None: all).
+        tensors: "stats" (hash, shape, dtype, min/max/mean/std, NaN/Inf/zero counts) or "full"
+            (also the tensors, into safetensors shards; needs `out`).
+        out: a new folder to write the dump into (read it with `tinykit.diff_dumps` or
+            `tinykit dumps diff`); None keeps the records in memory (`rec.records`).
+        max_bytes: a bound on the dump's size; records past it are left out and the manifest
+            says `truncated`.
+        frames: keep only the last N records in memory (a ring buffer; the dump keeps all).
+    """
+    from tinykit.errors import UsageError
+
+    if tensors not in ("stats", "full"):
+        raise UsageError(f"record(tensors={tensors!r}) is unknown. Use 'stats' or 'full'.")
+    if tensors == "full" and out is None:
+        raise UsageError("record(tensors='full') writes tensors to disk: pass out=DIR too.")
+    if max_bytes is not None and max_bytes < 1:
+        raise UsageError(f"record(max_bytes={max_bytes}) must be >= 1 or None.")
+    sink = None
+    if out is not None:
+        from tinykit.numerics.dumps import DumpWriter
+
+        options = {
+            "modules": [modules] if isinstance(modules, str) else list(modules),
+            "what": sorted(what),
+            "steps": None if steps is None else sorted(steps),
+            "tensors": tensors,
+            "max_bytes": max_bytes,
+        }
+        sink = DumpWriter(out, model, tensors, max_bytes, options)
+    return Recorder(
+        model=model,
+        modules=modules,
+        what=what,
+        summary="stats",
+        frames=frames,
+        steps=steps,
+        sink=sink,
+    )
