@@ -14,6 +14,13 @@ from tinykit._versions import __version__
 # public name -> module that defines it
 _LAZY = {
     "HubServer": "tinykit.hub.server",
+    "NumericsError": "tinykit.errors",
+    "describe": "tinykit.numerics.describe",
+    "detect_anomalies": "tinykit.numerics.anomaly",
+    "diff_dumps": "tinykit.numerics.diff",
+    "full_precision": "tinykit.numerics.describe",
+    "one_line_repr": "tinykit.numerics.describe",
+    "record": "tinykit.numerics.record",
     "check_determinism": "tinykit.repro.determinism",
     "fixture_path": "tinykit.artifacts.lookup",
     "make_synthetic_dataset": "tinykit.dataset.synthetic",
@@ -32,16 +39,23 @@ _MODULES = {"env": "tinykit.repro.env", "errors": "tinykit.errors", "seed": "tin
 
 __all__ = [  # every name of _LAZY and _MODULES (tests/test_import_is_light.py checks they load)
     "HubServer",
+    "NumericsError",
     "ShrinkSpec",
     "__version__",
     "check_determinism",
+    "describe",
+    "detect_anomalies",
+    "diff_dumps",
     "env",
     "errors",
     "fixture_path",
+    "full_precision",
     "make_synthetic_dataset",
     "make_tiny",
     "make_tiny_dataset",
     "make_tiny_tokenizer",
+    "one_line_repr",
+    "record",
     "run_distributed",
     "seed",
     "seed_everything",
@@ -55,11 +69,16 @@ if TYPE_CHECKING:
     from tinykit.dataset.build import make_tiny_dataset
     from tinykit.dataset.synthetic import make_synthetic_dataset
     from tinykit.distributed.launch import run_distributed
+    from tinykit.errors import NumericsError
     from tinykit.hub.server import HubServer
     from tinykit.model.build import make_tiny
     from tinykit.model.slice import slice_model
     from tinykit.model.spec import ShrinkSpec
     from tinykit.model.verify import verify
+    from tinykit.numerics.anomaly import detect_anomalies
+    from tinykit.numerics.describe import describe, full_precision, one_line_repr
+    from tinykit.numerics.diff import diff_dumps
+    from tinykit.numerics.record import record
     from tinykit.repro import env, seed
     from tinykit.repro.determinism import check_determinism
     from tinykit.repro.seed import seed_everything

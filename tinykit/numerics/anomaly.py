@@ -84,7 +84,7 @@ class AnomalyDetector(Sink):
 
     def __init__(
         self,
-        model: torch.nn.Module,
+        model: torch.nn.Module | None,
         grads: bool = True,
         inf: bool = True,
         warn_above: float | None = None,
@@ -114,6 +114,7 @@ class AnomalyDetector(Sink):
         what = ("input", "output", "grad") if grads else ("input", "output")
         self.recorder = Recorder(
             model=model,
+            auto_steps=True,
             what=what,
             summary="none" if self.sampled else "minmax",
             frames=frames,
@@ -335,6 +336,8 @@ class AnomalyDetector(Sink):
         return "", {}
 
     def _module(self, name: str) -> torch.nn.Module | None:
+        if self.model is None:
+            return None
         if name == type(self.model).__name__:
             return self.model
         try:
@@ -359,7 +362,7 @@ def _first_non_finite(t: torch.Tensor) -> list[int] | None:
 
 
 def detect_anomalies(
-    model: torch.nn.Module,
+    model: torch.nn.Module | None,
     grads: bool = True,
     inf: bool = True,
     warn_above: float | None = None,
@@ -375,6 +378,7 @@ def detect_anomalies(
     Args:
         model: the module whose submodules are watched; each top-level call after the first
             starts a new step (or call `det.next_step()` yourself, e.g. once per optimizer step).
+            None watches every module called (what the pytest marker does).
         grads: also check every module's backward (the gradient received and passed on).
         inf: treat +-Inf as an anomaly too (False: NaN only).
         warn_above: warn (NumericsWarning, and `det.warnings`) the first time a module's output

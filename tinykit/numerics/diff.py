@@ -203,8 +203,10 @@ def diff_dumps(
         result.equal = False
         if result.root is None and row.inputs_match and not row.outputs_match:
             row.status, result.root = "root", row
-        elif not row.inputs_match:
-            row.status = "downstream"
+        elif not row.inputs_match or (
+            result.root is not None and result.root.kind != "grad" and row.kind == "grad"
+        ):
+            row.status = "downstream"  # a backward also reads the activations its forward saved
         elif result.root is not None and _contains(row.module, result.root.module, da):
             row.status = "contains-root"
         else:

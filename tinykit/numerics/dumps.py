@@ -17,6 +17,7 @@ and a bfloat16 run, or two package versions, compare; two different models do no
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -171,11 +172,12 @@ class DumpWriter(Sink):
     def close(self, error: BaseException | None = None) -> Path:
         """Finish the folder and rename it into place (also after an error: a dump of the run
         that raised is what one wants to read; the manifest names the error)."""
-        from tinykit.repro.env import capture
+        from tinykit.repro.env import to_json
 
         self._flush()
         self.index.close()
-        env = capture(self.tmp / "env.json")
+        env = _environment()
+        (self.tmp / "env.json").write_text(to_json(env))
         self.manifest.update(
             records=self.records,
             dropped_records=self.dropped,
@@ -194,6 +196,14 @@ class DumpWriter(Sink):
     def abandon(self) -> None:
         self.index.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+@functools.cache
+def _environment() -> dict[str, Any]:
+    """`tinykit env capture`, once per process: it takes seconds (packages, git state)."""
+    from tinykit.repro.env import capture
+
+    return capture()
 
 
 # -- reading ----------------------------------------------------------------------------------

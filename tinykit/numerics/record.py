@@ -158,32 +158,49 @@ def _dtype(t: torch.Tensor) -> str:
 
 
 def summarize(
-    t: torch.Tensor, keep_values: bool, name: str = "", full_stats: bool = False
+    t: torch.Tensor,
+    keep_values: bool,
+    name: str = "",
+    full_stats: bool = False,
+    with_hash: bool = True,
 ) -> TensorSummary:
     """Hash, shape, dtype, mean/std/absmax; `full_stats` adds min/max, abs-min, the smallest
-    non-zero |x| and counts of NaN, +Inf, -Inf and zeros (what a dump index holds)."""
+    non-zero |x| and counts of NaN, +Inf, -Inf and zeros (what a dump index and `describe`
+    hold), with mean/std/min/max over the finite elements."""
     import torch
 
-    flat, digest = _flat_and_hash(t)
+    if with_hash:
+        flat, digest = _flat_and_hash(t)
+    else:
+        flat, digest = t.detach().to("cpu").reshape(-1), ""
     mean = std = absmax = None
     extra: dict[str, Any] = {}
     if flat.numel() and not (t.is_complex() or t.dtype == torch.bool):
         f64 = flat.to(torch.float64)
-        finite = f64[f64.isfinite()]
-        mean, absmax = f64.mean().item(), f64.abs().max().item()
-        std = f64.std().item() if flat.numel() > 1 else 0.0
         if full_stats:
+            isfinite = f64.isfinite()
+            finite = f64[isfinite]
+            absf = finite.abs()
             extra = {
                 "nan": int(f64.isnan().sum()),
                 "posinf": int((f64 == float("inf")).sum()),
                 "neginf": int((f64 == float("-inf")).sum()),
                 "zeros": int((f64 == 0).sum()),
-                "absmin": f64.abs().min().item(),
-                "min": f64.min().item(),
-                "max": f64.max().item(),
             }
-            nonzero = finite.abs()[finite != 0]
-            extra["nonzero_absmin"] = nonzero.min().item() if nonzero.numel() else None
+            if finite.numel():
+                nonzero = absf[absf != 0]
+                extra.update(
+                    absmin=absf.min().item(),
+                    min=finite.min().item(),
+                    max=finite.max().item(),
+                    nonzero_absmin=nonzero.min().item() if nonzero.numel() else None,
+                )
+                mean, absmax = finite.mean().item(), absf.max().item()
+                std = finite.std().item() if finite.numel() > 1 else 0.0
+        else:
+            mean, absmax = f64.mean().item(), f64.abs().max().item()
+            std = f64.std().item() if flat.numel() > 1 else 0.0
+    keep = keep_values or (with_hash and flat.numel() <= KEEP_VALUES_UP_TO)
     return TensorSummary(
         hash=digest,
         shape=tuple(t.shape),
@@ -191,7 +208,7 @@ def summarize(
         mean=mean,
         std=std,
         absmax=absmax,
-        values=flat.clone() if keep_values or flat.numel() <= KEEP_VALUES_UP_TO else None,
+        values=flat.clone() if keep else None,
         name=name,
         **extra,
     )
@@ -294,6 +311,7 @@ class Recorder:
         frames: int | None = None,
         steps: Iterable[int] | range | None = None,
         sink: Sink | None = None,
+        auto_steps: bool | None = None,
     ) -> None:
         from tinykit.errors import UsageError
 
@@ -316,7 +334,8 @@ class Recorder:
         )
         self.sink = sink
         self.step = 0
-        self._auto_step = model is not None
+        # steps: top-level calls of `model`, or with auto_steps and no model, of any root
+        self._auto_step = model is not None if auto_steps is None else auto_steps
         self._model_calls = 0
         self._names: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._wanted: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -349,7 +368,13 @@ class Recorder:
         ]
         return self
 
+    def close(self) -> None:
+        """Stop recording (as leaving the `with` block does); a second call does nothing."""
+        self.__exit__(None, None, None)
+
     def __exit__(self, *exc: object) -> None:
+        if self not in _active:
+            return
         self._open = False
         for handle in self._handles:
             handle.remove()
@@ -466,7 +491,11 @@ class Recorder:
         name = self._name(module)
         # Inside a backward pass a forward is activation checkpointing recomputing it.
         recompute = torch._C._current_graph_task_id() != -1
-        if module is self.model and not self._stack and not recompute:
+        if (
+            (module is self.model or (self.model is None and self._auto_step))
+            and not self._stack
+            and not recompute
+        ):
             if self._auto_step and self._model_calls:
                 self._end_step()
             self._model_calls += 1
@@ -481,6 +510,9 @@ class Recorder:
         if not self._stack:  # a call that began before this recorder was entered
             return
         seq, name, kind = self._stack.pop()  # runs also when forward raised (always_call=True)
+        if output is _RAISED and kind == "recompute":
+            # checkpointing stops a recomputation (by raising) once it has what backward needs
+            output = None
         if kind is None or output is _RAISED:  # torch passes no output when forward raised
             return
         parent = next((n for _, n, k in reversed(self._stack) if k), "")
