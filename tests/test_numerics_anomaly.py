@@ -188,7 +188,9 @@ def test_all_labels_masked_names_the_loss_and_the_trap(tiny_model):
     masked = torch.full_like(IDS, -100)
     report = _raised(
         model,
-        lambda: _train(model, 5, lambda step: {"input_ids": IDS, "labels": IDS if step < 3 else masked}),
+        lambda: _train(
+            model, 5, lambda step: {"input_ids": IDS, "labels": IDS if step < 3 else masked}
+        ),
     )
     assert (report["module"], report["tensor"], report["step"]) == (
         "LlamaForCausalLM",

@@ -43,7 +43,9 @@ def format_frames(records: Iterable[Record]) -> str:
     """Frames in `DebugUnderflowOverflow`'s layout: a header per call, then `absmin absmax name`."""
     lines = [" abs min  abs max  metadata"]
     for r in records:
-        where = " (backward)" if r.kind == "grad" else " (recompute)" if r.kind == "recompute" else ""
+        where = (
+            " (backward)" if r.kind == "grad" else " (recompute)" if r.kind == "recompute" else ""
+        )
         lines.append(f"{'':17} {r.module} {r.cls}{where}")
         for s in [*r.params, *r.inputs, *r.outputs]:
             if s.absmax is None:
@@ -184,8 +186,10 @@ class AnomalyDetector(Sink):
     def _check_large(self, record: Record) -> None:
         assert self.warn_above is not None
         for s in record.outputs:
-            if s.absmax is not None and s.absmax > self.warn_above and record.module not in (
-                self._warned
+            if (
+                s.absmax is not None
+                and s.absmax > self.warn_above
+                and record.module not in (self._warned)
             ):
                 self._warned.add(record.module)
                 item = {
@@ -328,7 +332,7 @@ class AnomalyDetector(Sink):
             if module is not None:
                 for name, p in module.named_parameters(recurse=False):
                     if not bool(p.detach().isfinite().all()):
-                        at = _first_non_finite(p)
+                        at = _first_non_finite(p) or []
                         return (
                             f"Its parameter '{name}' is not finite (first at index {tuple(at)}): "
                             "an earlier update or the loaded weights put it there."

@@ -101,11 +101,11 @@ def one_line_repr() -> Iterator[None]:
     import torch
 
     original = torch.Tensor.__repr__
-    torch.Tensor.__repr__ = lambda self, *a, **k: describe_tensor(self)  # type: ignore[method-assign]
+    torch.Tensor.__repr__ = lambda self, *a, **k: describe_tensor(self)  # type: ignore[method-assign,assignment]
     try:
         yield
     finally:
-        torch.Tensor.__repr__ = original  # type: ignore[method-assign]
+        torch.Tensor.__repr__ = original  # type: ignore[method-assign,assignment]
 
 
 @contextlib.contextmanager

@@ -25,7 +25,7 @@ import hashlib
 import os
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -66,7 +66,7 @@ class TensorSummary:
         return not (self.nan or self.posinf or self.neginf)
 
     def flags(self) -> str:
-        """"NaN! +Inf!" style flags, "" when the tensor is finite."""
+        """ "NaN! +Inf!" style flags, "" when the tensor is finite."""
         found = [(self.nan, "NaN"), (self.posinf, "+Inf"), (self.neginf, "-Inf")]
         return " ".join(f"{label}!({n})" for n, label in found if n)
 
@@ -230,7 +230,7 @@ def minmax_summaries(
     reductions: list[torch.Tensor] = []
     for i, (name, t) in enumerate(named):
         ref, version, known = seen.get(id(t), (None, -1, None))
-        if known is not None and ref() is t and version == t._version:
+        if known is not None and ref is not None and ref() is t and version == t._version:
             out[i] = known if known.name == name else dataclasses.replace(known, name=name)
         elif t.is_floating_point() and t.numel() > 0:
             todo.append(i)
@@ -544,7 +544,6 @@ class Recorder:
         self._add(self._next_seq(), name, "probe", raw=([], named), outputs=self.summaries(named))
 
 
-
 class _Backward:
     """The backward of one module call: the gradient it received and the gradient it passed on.
 
@@ -648,8 +647,16 @@ class _Backward:
             if self.pending == 0:
                 self._write(
                     self.name,
-                    [(n, g) for n, g in zip(self.out_names, self.grad_outs) if g is not None],
-                    [(n, g) for n, g in zip(self.in_names, self.grad_ins) if g is not None],
+                    [
+                        (n, g)
+                        for n, g in zip(self.out_names, self.grad_outs, strict=True)
+                        if g is not None
+                    ],
+                    [
+                        (n, g)
+                        for n, g in zip(self.in_names, self.grad_ins, strict=True)
+                        if g is not None
+                    ],
                 )
                 # a second backward through a retained graph runs the same nodes again
                 self.pending = self.consumers

@@ -66,7 +66,17 @@ def write_html(result: DumpDiff, path: str | os.PathLike[str]) -> Path:
     )
     head = "".join(
         f"<th>{h}</th>"
-        for h in ("status", "max abs", "max rel", "module", "class", "kind", "call", "step", "detail")
+        for h in (
+            "status",
+            "max abs",
+            "max rel",
+            "module",
+            "class",
+            "kind",
+            "call",
+            "step",
+            "detail",
+        )
     )
     page = (
         "<!doctype html><meta charset='utf-8'><title>tinykit dumps diff</title>"
