@@ -176,31 +176,14 @@ def summarize(
     mean = std = absmax = None
     extra: dict[str, Any] = {}
     if flat.numel() and not (t.is_complex() or t.dtype == torch.bool):
-        f64 = flat.to(torch.float64)
         if full_stats:
-            isfinite = f64.isfinite()
-            finite = f64[isfinite]
-            absf = finite.abs()
-            extra = {
-                "nan": int(f64.isnan().sum()),
-                "posinf": int((f64 == float("inf")).sum()),
-                "neginf": int((f64 == float("-inf")).sum()),
-                "zeros": int((f64 == 0).sum()),
-            }
-            if finite.numel():
-                nonzero = absf[absf != 0]
-                extra.update(
-                    absmin=absf.min().item(),
-                    min=finite.min().item(),
-                    max=finite.max().item(),
-                    nonzero_absmin=nonzero.min().item() if nonzero.numel() else None,
-                )
-                mean, absmax = finite.mean().item(), absf.max().item()
-                std = finite.std().item() if finite.numel() > 1 else 0.0
+            mean, std, absmax, extra = _full_stats(flat)
         else:
+            f64 = flat.to(torch.float64)
             mean, absmax = f64.mean().item(), f64.abs().max().item()
             std = f64.std().item() if flat.numel() > 1 else 0.0
-    keep = keep_values or (with_hash and flat.numel() <= KEEP_VALUES_UP_TO)
+    # small tensors keep a copy for determinism reports; a stats recording (dumps) does not
+    keep = keep_values or (with_hash and not full_stats and flat.numel() <= KEEP_VALUES_UP_TO)
     return TensorSummary(
         hash=digest,
         shape=tuple(t.shape),
@@ -212,6 +195,48 @@ def summarize(
         name=name,
         **extra,
     )
+
+
+def _full_stats(flat: torch.Tensor) -> tuple[Any, Any, Any, dict[str, Any]]:
+    """(mean, std, absmax, the other fields) in a few fused reductions and one host sync;
+    float32 (float64 for float64 input) is enough for statistics."""
+    import torch
+
+    x = flat.float() if flat.is_floating_point() and flat.dtype != torch.float64 else flat.double()
+    finite_mask = x.isfinite()
+    counts = {"nan": 0, "posinf": 0, "neginf": 0}
+    finite = x
+    if not bool(finite_mask.all()):
+        counts = {
+            "nan": int(x.isnan().sum()),
+            "posinf": int((x == float("inf")).sum()),
+            "neginf": int((x == float("-inf")).sum()),
+        }
+        finite = x[finite_mask]
+    if not finite.numel():
+        return None, None, None, {**counts, "zeros": 0}
+    absf = finite.abs()
+    std, mean = torch.std_mean(finite) if finite.numel() > 1 else (finite.new_zeros(()), finite[0])
+    values = torch.stack(
+        [
+            *torch.aminmax(finite),
+            *torch.aminmax(absf),
+            absf.masked_fill(absf == 0, float("inf")).min(),
+            (finite == 0).sum().to(x.dtype),
+            mean,
+            std,
+        ]
+    ).tolist()
+    lo, hi, amin, amax, nz, zeros, mean_v, std_v = values
+    extra = {
+        **counts,
+        "zeros": int(zeros),
+        "absmin": amin,
+        "min": lo,
+        "max": hi,
+        "nonzero_absmin": None if nz == float("inf") else nz,
+    }
+    return mean_v, std_v, amax, extra
 
 
 def minmax_summaries(
