@@ -25,6 +25,7 @@ from conftest import HUB_FILES, REPO
 from tinykit.cli import main
 
 BERT = HUB_FILES / "google-bert" / "bert-base-uncased"
+VIT = HUB_FILES / "google" / "vit-base-patch16-224-in21k"
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,43 @@ TABLE: dict[str, dict[str, Row]] = {
         "output exists": row("make-tiny llama -o {in}/empty-out", 2, "--force"),
         "recipe missing": row("make-tiny llama --recipe {in}/nope.toml -o {out}/t", 2, "nope"),
         "recipe not toml": row("make-tiny llama --recipe {in}/bad.toml -o {out}/t", 2, "bad.toml"),
+        "class unknown": row(
+            "make-tiny llama --class LlamaForSequenceClasification -o {out}/t", 2, "Did you mean"
+        ),
+        "class of another type": row(
+            "make-tiny llama --class BertModel -o {out}/t", 2, "another model type"
+        ),
+        "task unknown": row("make-tiny llama --task causl-lm -o {out}/t", 2, "'causal-lm'"),
+        "task the type lacks": row(
+            "make-tiny llama --task masked-lm -o {out}/t", 2, "sequence-classification"
+        ),
+        "class and task disagree": row(
+            "make-tiny bert --class BertModel --task masked-lm -o {out}/t", 2, "not both"
+        ),
+        "num-labels zero": row("make-tiny llama --num-labels 0 -o {out}/t", 2, "num_labels"),
+        "num-labels not a number": row("make-tiny llama --num-labels many", 2, "--num-labels"),
+        "preset unknown": row("make-tiny llama --preset hub-tiny-randm", 2, "'hub-tiny-random'"),
+        "exact vocab, faithful": row(
+            f"make-tiny {BERT} --mode faithful --exact-vocab -o {{out}}/t", 2, "--exact-vocab"
+        ),
+        "exact vocab, no text": row(
+            f"make-tiny {VIT} --exact-vocab -o {{out}}/t", 2, "takes no text"
+        ),
+        "chat template missing": row(
+            "make-tiny llama --chat-template {in}/nope.jinja -o {out}/t", 2, "nope.jinja"
+        ),
+        "chat template empty": row(
+            "make-tiny llama --chat-template {in}/empty.jinja -o {out}/t", 2, "empty"
+        ),
+        "tokenizer source missing": row(
+            "make-tiny llama --tokenizer {in}/nope -o {out}/t", 2, "nope"
+        ),
+        "faithful, tokenizer does not load": row(
+            "make-tiny {in}/faithful-bad --mode faithful -o {out}/t", 2, "do not load"
+        ),
+        "recipe architectures not a list": row(
+            "make-tiny bert --recipe {in}/arch-str.toml -o {out}/t", 2, "architectures"
+        ),
         "output parent a file": row("make-tiny llama -o {in}/a-file/t", 3, "a-file"),
         "disk full": row("make-tiny llama -o {full}/t", 3, "space", "full"),
         "read-only fs": row("make-tiny llama -o {ro}/t", 3, "read-only", "ro"),
@@ -114,6 +152,24 @@ TABLE: dict[str, dict[str, Row]] = {
         ),
         "seed not a number": row(
             "make-synthetic-dataset --features {in}/feat.json --seed x", 2, "--seed"
+        ),
+        "rows per split not a count": row(
+            "make-synthetic-dataset --features {in}/feat.json --rows train=x -o {out}/d",
+            2,
+            "--rows",
+        ),
+        "rows per split zero": row(
+            "make-synthetic-dataset --features {in}/feat.json --rows train=0 -o {out}/d",
+            2,
+            "rows['train']=0",
+        ),
+        "rows per split repeated": row(
+            "make-synthetic-dataset --features {in}/feat.json --rows a=1,a=2 -o {out}/d",
+            2,
+            "repeats",
+        ),
+        "rows name a split the source lacks": row(
+            "make-synthetic-dataset {in}/rows.jsonl --rows validation=2 -o {out}/d", 2, "validation"
         ),
         "output exists": row(
             "make-synthetic-dataset --features {in}/feat.json -o {in}/full-out", 2, "--force"
@@ -244,6 +300,13 @@ def inputs(tmp_path_factory) -> Path:
         "".join(json.dumps({"text": f"row {i}"}) + "\n" for i in range(8))
     )
     (base / "fns.py").write_text(FNS)
+    (base / "empty.jinja").write_text("  \n")
+    (base / "arch-str.toml").write_text(
+        'model_types = ["bert"]\n[set]\narchitectures = "BertModel"\n'
+    )
+    (base / "faithful-bad").mkdir()
+    shutil.copyfile(BERT / "config.json", base / "faithful-bad" / "config.json")
+    (base / "faithful-bad" / "tokenizer.json").write_text("{oops")
     return base
 
 

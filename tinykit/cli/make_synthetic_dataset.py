@@ -27,9 +27,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     what.add_argument("--features", metavar="JSON", help="file holding Features.to_dict() as JSON")
     p.add_argument(
         "--rows",
-        type=int,
-        default=20,
-        help="rows per split, 1-10000 (default: 20)",
+        default="20",
+        metavar="N|SPLIT=N,...",
+        help="rows of every split, 1-10000 (default: 20), or per split: train=17,test=2 (a "
+        "schema gets those splits; a source's are chosen among its own)",
     )
     p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     p.add_argument("-o", "--out", help="output folder (default: ./synthetic-dataset)")
@@ -40,12 +41,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from tinykit.cli import emit
-    from tinykit.dataset.synthetic import make_synthetic_dataset, read_features_file
+    from tinykit.dataset.synthetic import make_synthetic_dataset, parse_rows, read_features_file
 
     result = make_synthetic_dataset(
         read_features_file(args.features) if args.features else args.source,
         args.out,
-        rows=args.rows,
+        rows=parse_rows(args.rows),
         seed=args.seed,
         force=args.force,
     )

@@ -66,6 +66,44 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="tiny shrinks the vocab (default); faithful keeps the real tokenizer",
     )
     p.add_argument(
+        "--class",
+        dest="model_class",
+        metavar="NAME",
+        help="build as this transformers class of the model type (e.g. BertModel, "
+        "LlamaForSequenceClassification); default: the source's architectures",
+    )
+    p.add_argument(
+        "--task",
+        metavar="TASK",
+        help="build as the type's class for this task: causal-lm, masked-lm, seq2seq, "
+        "sequence-classification, token-classification, question-answering, base, ... "
+        "(any transformers auto-mapping task)",
+    )
+    p.add_argument(
+        "--num-labels", type=int, metavar="N", help="labels of a classification head (1..1000)"
+    )
+    p.add_argument(
+        "--exact-vocab",
+        action="store_true",
+        help="pad the tiny tokenizer to exactly --vocab ids, so the model vocab is --vocab",
+    )
+    p.add_argument(
+        "--preset",
+        metavar="NAME",
+        help="shape preset whose sizes replace the defaults (hub-tiny-random: hidden 16, 4 heads, "
+        "2 layers, as the Hub's tiny-random repos); explicit sizes still win",
+    )
+    p.add_argument(
+        "--tokenizer",
+        metavar="SOURCE",
+        help="take the tokenizer and its special tokens from this folder, Hub id or model_type",
+    )
+    p.add_argument(
+        "--chat-template",
+        metavar="FILE",
+        help="a Jinja file that replaces the tokenizer's chat template",
+    )
+    p.add_argument(
         "--recipe",
         action="append",
         default=[],
@@ -95,6 +133,8 @@ def run(args: argparse.Namespace) -> int:
     from tinykit.suggest import check_source
 
     check_source(args.source)  # before the heavy imports: a typo answers in well under a second
+    if args.tokenizer is not None:
+        check_source(args.tokenizer)
     from tinykit.model.build import build
     from tinykit.model.spec import ShrinkSpec
 
@@ -108,6 +148,13 @@ def run(args: argparse.Namespace) -> int:
         recipes=tuple(args.recipe),
         push_to_hub=args.push_to_hub,
         check=args.check,
+        model_class=args.model_class,
+        task=args.task,
+        num_labels=args.num_labels,
+        exact_vocab=args.exact_vocab,
+        preset=args.preset,
+        tokenizer=args.tokenizer,
+        chat_template=args.chat_template,
         **spec,
     )
     layers = ", ".join(f"{k}: {v}" for k, v in result.layers.items())

@@ -1,8 +1,8 @@
 """`make_synthetic_dataset`: rows drawn from a `Features` schema, for tests that must not
 depend on real data.
 
-Rows come from `tinykit.strategies.dataset_row`, drawn outside a Hypothesis test with a
-seeded `Random`, so the same schema, seed and library versions give byte-identical files.
+Rows come from `tinykit.strategies.dataset_row` (columns named for a role from
+tinykit.dataset.roles), drawn outside a Hypothesis test with a seeded `Random`, so the same schema, seed and library versions give byte-identical files.
 Hypothesis normally mixes in constants harvested from whatever modules happen to be
 imported; that would make the output depend on the caller's process, so it is switched off.
 """
@@ -14,7 +14,7 @@ import json
 import os
 import shlex
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from random import Random
 from typing import Any
@@ -32,34 +32,40 @@ def make_synthetic_dataset(
     features_or_source: Any,
     out: str | os.PathLike[str] | None = None,
     *,
-    rows: int = DEFAULT_ROWS,
+    rows: int | Mapping[str, int] = DEFAULT_ROWS,
     seed: int = 0,
     display_source: str | None = None,
     force: bool = False,
 ) -> DatasetResult:
-    """Write a dataset of `rows` synthetic rows per split, loadable with `datasets.load_dataset`.
+    """Write a dataset of synthetic rows, loadable with `datasets.load_dataset`.
 
     `features_or_source` is a `datasets.Features`, its `to_dict()` form, a `.json` file
     holding that form, or a dataset source (Hub id, folder, data files) whose configs, splits
-    and features are copied, without any of its rows. `out` (default ./synthetic-dataset)
-    must be missing or empty unless `force`; `display_source` is how the card names a
-    dataset source (default: as given).
+    and features are copied, without any of its rows. `rows` is the row count of every split,
+    or `{split: count}`: the splits to write (a schema gets exactly those; a source's splits
+    must include them, and the others are left out). `out` (default ./synthetic-dataset) must
+    be missing or empty unless `force`; `display_source` is how the card names a dataset
+    source (default: as given).
+
+    String columns named for a role (messages/conversations, prompt, completion/chosen/rejected,
+    text, ...) hold plausible text and never None; see tinykit.dataset.roles.
     """
-    if isinstance(rows, bool) or not isinstance(rows, int) or rows <= 0:
-        raise UsageError(f"rows={rows!r} is not a positive integer. Pass --rows 1 or more.")
-    if rows > MAX_ROWS:  # tiny datasets: more is a typo, and would read or draw for minutes
-        raise UsageError(
-            f"rows={rows} is over the limit of {MAX_ROWS}. Pass --rows {MAX_ROWS} or fewer."
-        )
+    counts = check_rows(rows)
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise UsageError(f"seed={seed!r} is not an integer. Pass e.g. seed=0.")
     out = output_path(out, "synthetic-dataset")
     check_target(out, force)
     schemas, described, revision = _schemas(features_or_source, display_source)
+    if isinstance(counts, dict):
+        schemas = _with_splits(schemas, counts, _is_schema(features_or_source))
     with _private_hypothesis_home():
         tables = {
             config: [
-                Split(split, features, draw_rows(features, rows, f"{seed}/{config}/{split}"))
+                Split(
+                    split,
+                    features,
+                    draw_rows(features, _count(counts, split), f"{seed}/{config}/{split}"),
+                )
                 for split, features in splits.items()
             ]
             for config, splits in schemas.items()
@@ -70,15 +76,92 @@ def make_synthetic_dataset(
         title=out.name,
         source=described,
         revision=revision,
-        command=_rebuild_command(display_source or features_or_source, rows, seed, out),
+        command=_rebuild_command(display_source or features_or_source, counts, seed, out),
         selection=(
-            f"Every split holds {rows} synthetic rows drawn from the features by "
-            f"`tinykit.strategies.dataset_row` with seed {seed} "
+            f"{_describe(counts)} synthetic rows drawn from the features by "
+            "`tinykit.strategies.dataset_row` (plausible text in columns named for a role: "
+            f"messages, prompt, completion, text, ...) with seed {seed} "
             f"(hypothesis {hypothesis.__version__}). "
             "None of the rows comes from real data."
         ),
     )
     return write_dataset(out, tables, card, force)
+
+
+def check_rows(rows: Any) -> int | dict[str, int]:
+    """`rows` as a count or a {split: count} dict, each in 1..MAX_ROWS; else a UsageError."""
+    if isinstance(rows, Mapping):
+        if not rows:
+            raise UsageError("rows={} names no split. Pass e.g. --rows train=17,test=2.")
+        bad = [k for k in rows if not isinstance(k, str) or not k.strip() or "/" in k]
+        if bad:
+            raise UsageError(
+                f"rows names a bad split {bad[0]!r}. Pass e.g. --rows train=17,test=2."
+            )
+        return {split: _one_count(n, f"rows[{split!r}]") for split, n in rows.items()}
+    return _one_count(rows, "rows")
+
+
+def _one_count(n: Any, what: str) -> int:
+    if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
+        raise UsageError(f"{what}={n!r} is not a positive integer. Pass --rows 1 or more.")
+    if n > MAX_ROWS:  # tiny datasets: more is a typo, and would read or draw for minutes
+        raise UsageError(
+            f"{what}={n} is over the limit of {MAX_ROWS}. Pass --rows {MAX_ROWS} or fewer."
+        )
+    return n
+
+
+def parse_rows(text: str) -> int | dict[str, int]:
+    """`--rows 20` (every split) or `--rows train=17,test=2` (those splits)."""
+    if "=" not in text:
+        try:
+            return int(text)
+        except ValueError:
+            raise UsageError(
+                f"--rows {text!r} is not a number or split=count list. Pass e.g. 20 or "
+                "train=17,test=2."
+            ) from None
+    counts: dict[str, int] = {}
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        split, _, n = part.partition("=")
+        if not n.strip().lstrip("-").isdigit() or split.strip() in counts:
+            raise UsageError(
+                f"--rows {text!r}: {part!r} is not split=count (or repeats a split). Pass e.g. "
+                "train=17,test=2."
+            )
+        counts[split.strip()] = int(n)
+    return counts
+
+
+def _count(counts: int | dict[str, int], split: str) -> int:
+    return counts if isinstance(counts, int) else counts[split]
+
+
+def _describe(counts: int | dict[str, int]) -> str:
+    if isinstance(counts, int):
+        return f"Every split holds {counts}"
+    return "The splits hold " + ", ".join(f"{s}: {n}" for s, n in counts.items()) + ";"
+
+
+def _with_splits(
+    schemas: dict[str, dict[str, Any]], counts: dict[str, int], schema_only: bool
+) -> dict[str, dict[str, Any]]:
+    """The splits `counts` names: created for a schema, chosen among a source's."""
+    out = {}
+    for config, splits in schemas.items():
+        if schema_only:
+            features = next(iter(splits.values()))
+            out[config] = {split: features for split in counts}
+            continue
+        missing = [s for s in counts if s not in splits]
+        if missing:
+            raise UsageError(
+                f"--rows names split {missing[0]!r}, and config {config!r} has "
+                f"{', '.join(splits)}. Name those splits, or pass one count for every split."
+            )
+        out[config] = {split: splits[split] for split in counts}
+    return out
 
 
 @contextlib.contextmanager
@@ -110,9 +193,9 @@ def draw_rows(features: Any, n: int, seed: int | str) -> list[dict]:
     from hypothesis.errors import StopTest, UnsatisfiedAssumption
     from hypothesis.internal.conjecture.data import ConjectureData
 
-    from tinykit.strategies import dataset_row
+    from tinykit.dataset.roles import row_strategy
 
-    rng, strategy = Random(seed), dataset_row(features)
+    rng, strategy = Random(seed), row_strategy(features)
     rows: list[dict] = []
     for _ in range(n * _MAX_ATTEMPTS_PER_ROW):
         if len(rows) == n:
@@ -197,6 +280,14 @@ def read_features_file(path: str | Path) -> dict:
     return data
 
 
+def _is_schema(spec: Any) -> bool:
+    """A Features schema (object, dict or .json file), not a dataset source with splits."""
+    if isinstance(spec, Mapping):
+        return True
+    path = Path(str(spec))
+    return path.is_file() and path.suffix == ".json" and _is_features_file(path)
+
+
 def _is_features_file(path: Path) -> bool:
     """A .json holding a `Features.to_dict()` mapping, rather than json data rows."""
     try:
@@ -219,11 +310,12 @@ def _features_from_dict(data: dict) -> Any:
         ) from e
 
 
-def _rebuild_command(spec: Any, rows: int, seed: int, out: Path) -> str:
+def _rebuild_command(spec: Any, rows: int | dict[str, int], seed: int, out: Path) -> str:
     from datasets import Features
 
     if isinstance(spec, (Features, dict)):
         head = ["tinykit", "make-synthetic-dataset", "--features", "features.json"]
     else:
         head = ["tinykit", "make-synthetic-dataset", str(spec)]
-    return shlex.join([*head, "--rows", str(rows), "--seed", str(seed), "-o", out.name])
+    count = str(rows) if isinstance(rows, int) else ",".join(f"{s}={n}" for s, n in rows.items())
+    return shlex.join([*head, "--rows", count, "--seed", str(seed), "-o", out.name])

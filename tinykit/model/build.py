@@ -8,9 +8,9 @@ tinykit.make_tiny("Qwen/Qwen3-30B-A3B@main", hidden=64)   # a Hub id: config fil
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
-import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,13 +19,15 @@ from typing import TYPE_CHECKING, Any, Unpack
 from tinykit._files import FolderResult, check_target, output_errors, output_path, replace_folder
 from tinykit.errors import TinyArtifactInvalid, UnsupportedModelError, UsageError
 from tinykit.model import provenance
+from tinykit.model.choices import BuildChoices
 from tinykit.model.config import ShrunkConfig, remap_token_ids, shrink_config
 from tinykit.model.spec import ShrinkOptions, ShrinkSpec
+from tinykit.model.tokenizer import PROCESSOR_FILES
 from tinykit.progress import stage
 from tinykit.source import Source, resolve
 
 if TYPE_CHECKING:
-    from tinykit.tokenizer.build import TinyTokenizer
+    from tinykit.model.tokenizer import Shipped
 
 # Auto classes tried, in order, for a bare model_type (or architectures transformers lacks).
 TASK_MAPPINGS = (
@@ -36,34 +38,6 @@ TASK_MAPPINGS = (
     "MODEL_FOR_MASKED_LM_MAPPING_NAMES",
     "MODEL_MAPPING_NAMES",
 )
-# Files copied from the source as they are (processor geometry is rewritten, see _copy_processor).
-PROCESSOR_FILES = (
-    "preprocessor_config.json",
-    "processor_config.json",
-    "video_preprocessor_config.json",
-)
-NOT_TOKENIZER = {
-    "config.json",
-    "generation_config.json",
-    "README.md",
-    "params.json",
-    ".gitattributes",
-    "tinykit.json",
-    *PROCESSOR_FILES,
-}
-WEIGHT_SUFFIXES = (
-    ".safetensors",
-    ".bin",
-    ".pt",
-    ".pth",
-    ".h5",
-    ".msgpack",
-    ".gguf",
-    ".onnx",
-    ".ckpt",
-    ".index.json",
-    ".py",
-)
 
 
 @dataclass(frozen=True)
@@ -73,6 +47,8 @@ class Built:
     model_class: str
     params: int
     layers: dict[str, list[int]]
+    options: dict[str, Any] = field(default_factory=dict)
+    """The BuildChoices that differ from the defaults, and what they resolved to."""
 
 
 @dataclass(frozen=True)
@@ -112,6 +88,13 @@ def make_tiny(
     push_to_hub: str | None = None,
     check: bool = True,
     display_source: str | None = None,
+    model_class: str | None = None,
+    task: str | None = None,
+    num_labels: int | None = None,
+    exact_vocab: bool = False,
+    preset: str | None = None,
+    tokenizer: str | os.PathLike[str] | None = None,
+    chat_template: str | os.PathLike[str] | None = None,
     **spec: Unpack[ShrinkOptions],
 ) -> BuildResult:
     """Build a tiny random model of `source` into `out`; return what was built.
@@ -128,11 +111,23 @@ def make_tiny(
             place; a failing model is never written (`--no-check` skips this).
         display_source: how provenance names the source (default: `source` as given), so that
             a caller passing an absolute path can record the relative one.
+        model_class: build as this transformers class of the model type (BertModel,
+            LlamaForSequenceClassification); default: the source's `architectures`.
+        task: build as the class transformers' auto mapping of this task gives the type
+            (causal-lm, masked-lm, seq2seq, sequence-classification, token-classification,
+            question-answering, base, ...).
+        num_labels: labels of a classification head.
+        exact_vocab: pad the tiny tokenizer to exactly `vocab` ids (tiny mode), or fail saying why.
+        preset: a shape preset (`hub-tiny-random`: the Hub's tiny-random shapes) whose sizes
+            replace the defaults; sizes passed in `spec` still win.
+        tokenizer: take the tokenizer and its special tokens from this folder, Hub id or
+            model_type instead of `source`.
+        chat_template: a Jinja file that replaces the tokenizer's chat template.
         **spec: ShrinkSpec fields (hidden, layers, vocab, dtype, seed, mode, ...).
 
     Raises:
-        UsageError: bad source, spec or output folder. UnsupportedModelError: remote code or no
-        model class. HubError: the Hub could not be read.
+        UsageError: bad source, spec, class, task or output folder. UnsupportedModelError:
+        remote code or no model class. HubError: the Hub could not be read.
     """
     started = time.perf_counter()
     if not isinstance(source, (str, os.PathLike)):
@@ -140,7 +135,16 @@ def make_tiny(
             f"source={source!r} is not a folder, model_type or Hub id. Pass one of those as a "
             "str or Path (e.g. make_tiny('qwen3_moe', 'tiny-qwen3-moe'))."
         )
-    shrink = ShrinkSpec.from_kwargs(**spec)
+    choices = BuildChoices(
+        model_class=model_class,
+        task=task,
+        num_labels=num_labels,
+        exact_vocab=exact_vocab,
+        preset=preset,
+        tokenizer=None if tokenizer is None else str(tokenizer),
+        chat_template=None if chat_template is None else str(chat_template),
+    )
+    shrink = _spec(dict(spec), choices)
     if out is not None:  # refuse before the (possibly remote) source is read
         check_target(output_path(out, ""), force)
     stage(f"resolving {source}")
@@ -150,11 +154,16 @@ def make_tiny(
             f"--mode faithful keeps the source's real tokenizer, and {src.name!r} (a bare model_type) has "
             f"none. Use a folder or Hub id as the source, or --mode tiny."
         )
+    if (choices.model_class or choices.task) and "auto_map" in src.config:
+        raise UsageError(
+            f"--class and --task choose among transformers' own classes, and {src.name} needs "
+            "the repository's code (auto_map). Drop them to build its own auto_map class."
+        )
     if display_source is not None:
         src = dataclasses.replace(src, name=str(display_source))
     target = output_path(out, f"tiny-{src.short_name}")
     with output_errors(target), replace_folder(target, force=force) as staging:
-        built = _build_into(staging, src, shrink, recipes, trust_remote_code)
+        built = _build_into(staging, src, shrink, recipes, trust_remote_code, choices)
         provenance.write(staging, src, shrink, built, recipes)
         if check:  # a model that does not run (or is not tiny) is never written
             _check(staging, src)
@@ -180,26 +189,55 @@ def make_tiny(
 build = make_tiny  # the name the CLI and older callers use
 
 
+def _spec(spec: dict[str, Any], choices: BuildChoices) -> ShrinkSpec:
+    """The ShrinkSpec: a preset's sizes under the explicit ones; checks that need no source."""
+    from tinykit.model.recipes import preset
+
+    given = {k: v for k, v in spec.items() if v is not None}
+    shrink = ShrinkSpec.from_kwargs(
+        **{**(preset(choices.preset) if choices.preset else {}), **given}
+    )
+    if choices.exact_vocab and shrink.mode == "faithful":
+        raise UsageError(
+            "--exact-vocab pads the tiny tokenizer to --vocab, and --mode faithful keeps the real "
+            "tokenizer and its vocab. Drop one of them."
+        )
+    if choices.chat_template and not Path(choices.chat_template).expanduser().is_file():
+        raise UsageError(
+            f"--chat-template {choices.chat_template} is not a file. Pass a Jinja template file."
+        )
+    if choices.task is not None:
+        from tinykit.model.classes import check_task
+
+        check_task(choices.task)
+    return shrink
+
+
 def _build_into(
-    tmp: Path, src: Source, spec: ShrinkSpec, recipes: tuple[str, ...], trust_remote_code: bool
+    tmp: Path,
+    src: Source,
+    spec: ShrinkSpec,
+    recipes: tuple[str, ...],
+    trust_remote_code: bool,
+    choices: BuildChoices | None = None,
 ) -> Built:
     import torch
     from transformers.utils import logging as hf_logging
 
+    from tinykit.model.tokenizer import ship
+
+    choices = choices or BuildChoices()
     hf_logging.disable_progress_bar()  # keep CLI output to tinykit's one line
     remote = src.folder if trust_remote_code and "auto_map" in src.config else None
+    requested = None if remote else _requested(src, choices, recipes)  # a typo fails first
     stage(f"tokenizer ({spec.mode} mode)")
-    tokenizer = _make_tokenizer(src, spec, tmp)
-    shrunk = shrink_config(
-        src.config,
-        spec,
-        recipes=recipes,
-        remote_code=remote,
-        vocab=tokenizer.vocab_size if tokenizer else None,
-        token_ids=tokenizer.id_map if tokenizer else None,
-    )
-    cls = model_class(src, shrunk.config, remote is not None)
+    shipped = ship(tmp, src, spec, choices, _takes_text(src), trust_remote_code)
+    shrunk = _shrunk_config(src, spec, recipes, remote, shipped)
+    cls = model_class(src, shrunk.config, remote is not None, requested)
     config = shrunk.config if remote else config_for(cls, shrunk.config)
+    if choices.num_labels is not None:
+        config.num_labels = choices.num_labels
+    _fill_pad_token(cls, config)
     # BART's legacy flag makes transformers warn on every load: the generation config says it.
     force_bos = bool(config.__dict__.pop("force_bos_token_to_be_generated", False))
     dtype = getattr(torch, spec.dtype)
@@ -211,7 +249,7 @@ def _build_into(
         else cls.from_config(config, trust_remote_code=True)
     )
     model = model.to(dtype)
-    _attach_generation_config(model, src, spec, tokenizer.id_map if tokenizer else None)
+    _attach_generation_config(model, src, spec, shipped)
     if force_bos and model.generation_config.forced_bos_token_id is None:
         model.generation_config.forced_bos_token_id = config.bos_token_id
     # Under torch.distributed, transformers saves on rank 0 only; this folder is this process's
@@ -219,18 +257,71 @@ def _build_into(
     model.should_save_on_this_rank = lambda is_main_process: True
     model.save_pretrained(tmp)
     _copy_processor(src, shrunk, tmp)
-    if spec.mode == "faithful":
-        _copy_tokenizer(src, tmp)
     params = sum(p.numel() for p in model.parameters())
     layers = {path: list(plan.kept) for path, plan in shrunk.plans.items()}
-    return Built(type(model).__name__, params, layers)
+    options = {**choices.changed(), **shipped.record}
+    return Built(type(model).__name__, params, layers, options)
 
 
-def model_class(src: Source, config: Any, remote: bool) -> Any:
-    """The source's own architecture class, else the first task class transformers maps its type to."""
+def _shrunk_config(
+    src: Source, spec: ShrinkSpec, recipes: tuple[str, ...], remote: Path | None, shipped: Shipped
+) -> ShrunkConfig:
+    """The tiny config, its vocab fitted to the shipped tokenizer and, for a tokenizer from
+    another source, its special-token ids set to that tokenizer's."""
+    shrink = functools.partial(shrink_config, src.config, spec, recipes=recipes, remote_code=remote)
+    foreign = bool(shipped.special_ids) or shipped.record.get("tokenizer_source") is not None
+    tiny = spec.mode == "tiny"
+    shrunk = shrink(vocab=shipped.vocab_size if tiny else None, token_ids=shipped.id_map)
+    text = shrunk.config.get_text_config(decoder=True)
+    if foreign and not tiny and (text.vocab_size or 0) < (shipped.vocab_size or 0):
+        shrunk = shrink(vocab=shipped.vocab_size, token_ids=None)  # room for every token
+    if foreign:
+        for node in {id(c): c for c in (shrunk.config, shrunk.config.get_text_config())}.values():
+            for key, value in shipped.special_ids.items():
+                if hasattr(node, key) or key in ("bos_token_id", "eos_token_id", "pad_token_id"):
+                    setattr(node, key, value)
+    return shrunk
+
+
+def _requested(src: Source, choices: BuildChoices, recipes: tuple[str, ...]) -> Any | None:
+    """The class --class/--task name, or a recipe's `[set] architectures`; None: the default."""
+    from tinykit.model.classes import requested_class
+    from tinykit.model.config import config_class
+    from tinykit.model.recipes import recipe_for
+
+    name, task = choices.model_class, choices.task
+    if name is None and task is None:
+        fixed = recipe_for(src.model_type, recipes).set.get("architectures")
+        if fixed is None:
+            return None
+        if not (isinstance(fixed, list) and len(fixed) == 1 and isinstance(fixed[0], str)):
+            raise UsageError(
+                f"a recipe for {src.model_type} sets architectures = {fixed!r}; it must be a list "
+                'of one class name, e.g. architectures = ["BertModel"].'
+            )
+        name = fixed[0]
+    return requested_class(src.model_type, config_class(src.model_type), name, task)
+
+
+def _fill_pad_token(cls: Any, config: Any) -> None:
+    """A sequence classifier pools at the last non-pad token and refuses batches without a pad
+    id: give it the eos id, as a fine-tuning script would."""
+    if not cls.__name__.endswith("ForSequenceClassification"):
+        return
+    if getattr(config, "pad_token_id", None) is None:
+        eos = getattr(config, "eos_token_id", None)
+        eos = eos[0] if isinstance(eos, list) and eos else eos
+        config.pad_token_id = eos if isinstance(eos, int) else 0
+
+
+def model_class(src: Source, config: Any, remote: bool, requested: Any | None = None) -> Any:
+    """`requested`, else the source's own architecture class, else the first task class
+    transformers maps its type to."""
     import transformers
     from transformers.models.auto import modeling_auto
 
+    if requested is not None:
+        return requested
     if remote:
         return (
             transformers.AutoModelForCausalLM
@@ -267,30 +358,6 @@ def config_for(cls: Any, config: Any) -> Any:
     return next((sub for sub in subs if isinstance(sub, wanted)), config)
 
 
-def _make_tokenizer(src: Source, spec: ShrinkSpec, out: Path) -> TinyTokenizer | None:
-    """Tiny mode ships a tiny tokenizer: the source's shrunk, or one trained for the architecture
-    (a bare model_type, or a folder without vocabulary files). Models without text input get none."""
-    if spec.mode != "tiny":
-        return None
-    from tinykit.tokenizer.build import shrink_tokenizer, tokenizer_folder
-
-    folder = tokenizer_folder(src.folder)
-    if folder is None and not _takes_text(src):
-        return None
-    try:
-        return shrink_tokenizer(folder, out, vocab=spec.vocab, model_type=src.model_type)
-    except UnsupportedModelError:
-        if folder is not None:
-            raise
-        return None  # a CTC head's character vocabulary (wav2vec2): no tokenizer class to train
-    except TinyArtifactInvalid:
-        if folder is not None:
-            raise
-    # A tokenizer trained for the architecture's own class failed its round-trip check (some
-    # classes normalise text): a byte-fallback BPE of the Llama layout always round-trips.
-    return shrink_tokenizer(None, out, vocab=spec.vocab, model_type="llama")
-
-
 def _takes_text(src: Source) -> bool:
     """Whether the model reads token ids: its config (or a sub-config) has a vocabulary."""
     from tinykit.model.config import load_config
@@ -302,10 +369,9 @@ def _takes_text(src: Source) -> bool:
     )
 
 
-def _attach_generation_config(
-    model: Any, src: Source, spec: ShrinkSpec, token_ids: dict[int, int] | None
-) -> None:
-    """Carry the source's generation_config.json over, with its token ids kept inside the vocab."""
+def _attach_generation_config(model: Any, src: Source, spec: ShrinkSpec, shipped: Shipped) -> None:
+    """Carry the source's generation_config.json over, with its token ids kept inside the vocab
+    (those of a tokenizer from another source: its own)."""
     path = src.folder / "generation_config.json" if src.folder else None
     if path is None or not path.is_file():
         return
@@ -313,8 +379,11 @@ def _attach_generation_config(
 
     data = json.loads(path.read_text())
     data.pop("transformers_version", None)
-    if spec.mode == "tiny":
-        remap_token_ids(data, model.config.get_text_config().vocab_size, token_ids)
+    if spec.mode == "tiny" or shipped.special_ids:
+        remap_token_ids(data, model.config.get_text_config().vocab_size, shipped.id_map)
+    for key, value in shipped.special_ids.items():
+        if key in data:
+            data[key] = value
     model.generation_config = GenerationConfig.from_dict(data)
 
 
@@ -358,30 +427,6 @@ def _fit_audio_window(data: dict[str, Any], config: Any) -> None:
         for key, value in (("n_samples", samples), ("nb_max_frames", 2 * positions)):
             if key in data:
                 data[key] = value
-
-
-def _copy_tokenizer(src: Source, tmp: Path) -> None:
-    """Faithful mode ships the source's real tokenizer and chat template, byte for byte."""
-    if src.folder is None:
-        raise UsageError(
-            f"--mode faithful keeps the source's real tokenizer, and {src.name!r} (a bare model_type) has "
-            f"none. Use a folder or Hub id as the source, or --mode tiny."
-        )
-    from tinykit.tokenizer.source import has_tokenizer_files
-
-    if not has_tokenizer_files(src.folder):
-        raise UsageError(
-            f"--mode faithful keeps the source's real tokenizer, and {src.folder} has no tokenizer "
-            "files (tokenizer.json, vocab files or a SentencePiece model). Add them, or use "
-            "--mode tiny, which trains a tiny tokenizer."
-        )
-    for path in sorted(src.folder.iterdir()):
-        if (
-            path.is_file()
-            and path.name not in NOT_TOKENIZER
-            and not path.name.endswith(WEIGHT_SUFFIXES)
-        ):
-            shutil.copyfile(path, tmp / path.name)
 
 
 def _check(tmp: Path, src: Source) -> None:

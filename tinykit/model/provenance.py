@@ -7,6 +7,7 @@ seed, file hashes) and nothing that changes between two identical builds (no tim
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,15 +27,32 @@ def versions() -> dict[str, str]:
     return package_versions(MANIFEST_PACKAGES)
 
 
-def rebuild_command(src: Source, spec: ShrinkSpec, recipes: tuple[str, ...] = ()) -> str:
-    """The CLI call that rebuilds this artifact (options that differ from the defaults only)."""
+def rebuild_command(
+    src: Source,
+    spec: ShrinkSpec,
+    recipes: tuple[str, ...] = (),
+    options: dict[str, Any] | None = None,
+) -> str:
+    """The CLI call that rebuilds this artifact (options that differ from the defaults only).
+
+    A preset stands for its sizes, so only the sizes it does not give are spelled out."""
+    from tinykit.model.choices import BuildChoices
+    from tinykit.model.recipes import preset
+
+    choices = BuildChoices(
+        **{k: v for k, v in (options or {}).items() if k in BuildChoices.__dataclass_fields__}
+    )
     parts = ["tinykit", "make-tiny", src.name]
     if src.kind == "hub":
         parts += ["--revision", src.revision]
-    for name, value in spec.changed().items():
-        parts += [f"--{name.replace('_', '-')}", str(value)]
+    preset_sizes = preset(choices.preset) if choices.preset else {}
+    defaults = type(spec)().to_dict()
+    for name, value in spec.to_dict().items():
+        if value != preset_sizes.get(name, defaults[name]):
+            parts += [f"--{name.replace('_', '-')}", str(value)]
+    parts += choices.flags()
     parts += [x for r in recipes for x in ("--recipe", r)]
-    return " ".join(parts)
+    return " ".join(shlex.quote(p) for p in parts)
 
 
 def file_table(folder: Path) -> dict[str, dict[str, Any]]:
@@ -48,7 +66,7 @@ def file_table(folder: Path) -> dict[str, dict[str, Any]]:
 def write(
     folder: Path, src: Source, spec: ShrinkSpec, result: Built, recipes: tuple[str, ...]
 ) -> None:
-    command = rebuild_command(src, spec, recipes)
+    command = rebuild_command(src, spec, recipes, result.options)
     (folder / "README.md").write_text(_card(src, spec, result, command))
     manifest = {
         "command": command,
@@ -66,6 +84,8 @@ def write(
         "layers_kept": result.layers,
         "files": {name: info["sha256"] for name, info in file_table(folder).items()},
     }
+    if result.options:  # only when set, so a build without them keeps its bytes
+        manifest["options"] = result.options
     (folder / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
 
 
@@ -90,5 +110,6 @@ def _card(src: Source, spec: ShrinkSpec, result: Built, command: str) -> str:
         f"Rebuild it byte for byte (same package versions, see `{MANIFEST}`):\n\n"
         f"```\n{command}\n```\n\n"
         f"Spec: `{json.dumps(spec.to_dict(), sort_keys=True)}`\n\n"
-        f"Layers kept (one of every block type of the source):\n\n{layers or '- (no layer stack)'}\n"
+        + (f"Options: `{json.dumps(result.options, sort_keys=True)}`\n\n" if result.options else "")
+        + f"Layers kept (one of every block type of the source):\n\n{layers or '- (no layer stack)'}\n"
     )

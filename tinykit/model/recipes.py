@@ -10,6 +10,7 @@ family and may add, for the model_types it lists:
   [derive]   values recomputed from the shrunk config where it has the key,
              e.g. `qk_head_dim = "qk_nope_head_dim + qk_rope_head_dim"`
 Users add files with `--recipe PATH`; a later file overrides an earlier one key by key.
+`_presets.toml` holds named shape presets (`--preset hub-tiny-random`): ShrinkSpec defaults.
 """
 
 from __future__ import annotations
@@ -43,6 +44,23 @@ def recipes_dir() -> Path:
     if packaged.is_dir():
         return Path(str(packaged))
     return Path(__file__).resolve().parents[2] / "recipes"
+
+
+def presets() -> dict[str, dict[str, Any]]:
+    """Preset name -> the ShrinkSpec values it sets (recipes/_presets.toml)."""
+    return _read(recipes_dir() / "_presets.toml")
+
+
+def preset(name: str) -> dict[str, Any]:
+    """The ShrinkSpec values of preset `name`, or a one-line UsageError naming the presets."""
+    from tinykit.suggest import hint
+
+    known = presets()
+    if name not in known:
+        raise UsageError(
+            f"--preset {name!r} is unknown.{hint(name, known)} Presets: {', '.join(sorted(known))}."
+        )
+    return dict(known[name])
 
 
 def _read(path: Path) -> dict[str, Any]:

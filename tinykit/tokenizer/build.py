@@ -67,11 +67,19 @@ class TinyTokenizer:
 
 
 def shrink_tokenizer(
-    src: Path | None, out: Path, *, vocab: int, model_type: str | None = None, method: str = "auto"
+    src: Path | None,
+    out: Path,
+    *,
+    vocab: int,
+    model_type: str | None = None,
+    method: str = "auto",
+    exact: bool = False,
 ) -> TinyTokenizer:
-    """Write a tiny tokenizer (≤ `vocab` ids) for `src` (or a bare `model_type`) into `out`.
+    """Write a tiny tokenizer (≤ `vocab` ids; exactly `vocab` with `exact`) for `src` (or a bare
+    `model_type`) into `out`.
 
-    `method` is auto (edit the JSON; train when there is nothing to edit) or retrain.
+    `method` is auto (edit the JSON; train when there is nothing to edit) or retrain. `exact`
+    pads a smaller result with unused special tokens `<|tinykit_pad_N|>` up to `vocab` ids.
     Raises TinyArtifactInvalid if the result fails check_tokenizer.
     """
     if vocab < 16:
@@ -103,6 +111,8 @@ def shrink_tokenizer(
             # trainers do not count added tokens or a forced alphabet: trim like any source
             every_added = {a["content"] for a in tj.get("added_tokens", [])}
             tj, _, dropped = tjson.shrink_json(tj, vocab, every_added)
+    if exact:
+        tj = tjson.pad_added_tokens(tj, vocab)
     out = Path(out)
     written = _write(out, source, tj)
     new_ids = {a["content"]: a["id"] for a in tj.get("added_tokens", [])}
@@ -122,6 +132,13 @@ def shrink_tokenizer(
         method=source.method,
         dropped=tuple(dropped),
     )
+    if exact and report["vocab_size"] != vocab:
+        raise TinyArtifactInvalid(
+            f"the tiny tokenizer in {out} has {report['vocab_size']} ids, not exactly --vocab "
+            f"{vocab}: the tokenizer class does not load the padding tokens. Drop --exact-vocab, "
+            "or report the source.",
+            report=report,
+        )
     if report["vocab_size"] > vocab:
         raise TinyArtifactInvalid(
             f"tiny tokenizer in {out} has {report['vocab_size']} ids, more than --vocab {vocab}. "

@@ -81,6 +81,27 @@ def vocab_size(tj: dict) -> int:
     return len(ids | {a["id"] for a in tj.get("added_tokens", [])})
 
 
+def pad_added_tokens(tj: dict, size: int) -> dict:
+    """`tj` with unused special tokens `<|tinykit_pad_N|>` at the free ids below `size`, so that
+    it has exactly `size` ids (a model vocab the Hub's tests count on, say)."""
+    taken = set(range(len(tj["model"]["vocab"]))) | {a["id"] for a in tj.get("added_tokens", [])}
+    pads = [
+        {
+            "id": i,
+            "content": f"<|tinykit_pad_{i}|>",
+            "single_word": False,
+            "lstrip": False,
+            "rstrip": False,
+            "normalized": False,
+            "special": True,
+        }
+        for i in range(size)
+        if i not in taken
+    ]
+    added = sorted([*tj.get("added_tokens", []), *pads], key=lambda a: a["id"])
+    return {**tj, "added_tokens": added}
+
+
 def unk_token(tj: dict) -> str | None:
     model = tj["model"]
     if model_type(model) == "Unigram":
