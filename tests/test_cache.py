@@ -16,7 +16,8 @@ from tinykit.artifacts import cache as tk_cache
 from tinykit.artifacts.cache import META_FILE, Cache, key_versions
 from tinykit.artifacts.named import build_artifact, normalise
 from tinykit.cli import main
-from tinykit.errors import UsageError
+from tinykit.errors import CacheEntryCorrupt, UsageError
+from tinykit.progress import to_stderr
 
 
 def write_file(folder, name="weights.bin", data=b"abc"):
@@ -177,3 +178,72 @@ def test_cli_cache_ls_and_clear(tmp_path, capsys, monkeypatch):
     assert entry["key"] == key and entry["spec"] == {}
     assert main(["cache", "clear", "--json", "--cache-dir", str(tmp_path)]) == 0
     assert json.loads(capsys.readouterr().out) == {"removed": 1, "root": str(tmp_path)}
+
+
+def _two_files(out):
+    (out / "model.safetensors").write_bytes(b"w" * 64)
+    (out / "config.json").write_text('{"hidden_size": 32}')
+
+
+CORRUPTIONS = {
+    "truncated": lambda f: (f / "model.safetensors").write_bytes(b"w" * 10),
+    "edited": lambda f: (f / "config.json").write_text('{"hidden_size": 64}'),
+    "missing": lambda f: (f / "model.safetensors").unlink(),
+    "added": lambda f: (f / "stray.bin").write_bytes(b"x"),
+}
+
+
+@pytest.mark.parametrize("corruption", sorted(CORRUPTIONS))
+def test_a_corrupt_entry_is_rebuilt_on_lookup(tmp_path, corruption, capsys):
+    to_stderr()  # as the CLI does: stage lines on stderr
+    c = Cache(tmp_path)
+    key = c.key("model", "x", {})
+    folder = c.get_or_build(key, _two_files, kind="model", source="x")
+    recorded = json.loads((folder.parent / META_FILE).read_text())["files"]
+    assert sorted(recorded) == ["config.json", "model.safetensors"]
+    CORRUPTIONS[corruption](folder)
+    assert c.get_or_build(key, _two_files, kind="model", source="x") == folder
+    assert sorted(p.name for p in folder.iterdir()) == ["config.json", "model.safetensors"]
+    assert (folder / "model.safetensors").read_bytes() == b"w" * 64
+    assert len(c.builds()) == 2  # rebuilt once, then a plain hit again
+    assert c.get_or_build(key, _two_files) == folder and len(c.builds()) == 2
+    assert f"tinykit: cache entry {key[:12]} is corrupt (" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("corruption", sorted(CORRUPTIONS))
+def test_a_corrupt_entry_with_rebuilding_off_names_the_entry_and_the_clear_command(
+    tmp_path, corruption, monkeypatch
+):
+    c = Cache(tmp_path)
+    key = c.key("model", "x", {})
+    folder = c.get_or_build(key, _two_files, kind="model", source="x")
+    CORRUPTIONS[corruption](folder)
+    before = sorted((p.name, p.read_bytes()) for p in folder.iterdir())
+    monkeypatch.setenv("TINYKIT_CACHE_REBUILD", "0")  # as --no-rebuild sets Cache(rebuild=False)
+    for cache in (Cache(tmp_path), Cache(tmp_path, rebuild=False)):
+        with pytest.raises(CacheEntryCorrupt) as e:
+            cache.get_or_build(key, _two_files)
+        assert f"tinykit cache clear {key[:12]}" in str(e.value) and key[:12] in str(e.value)
+        assert "\n" not in str(e.value) and e.value.exit_code == 3
+    assert sorted((p.name, p.read_bytes()) for p in folder.iterdir()) == before  # left to look at
+    assert len(c.builds()) == 1
+
+
+def test_ls_flags_corrupt_entries_and_survives_unreadable_metadata(tmp_path, capsys):
+    c = Cache(tmp_path)
+    good, bad, broken = (c.key("model", s, {}) for s in ("good", "bad", "broken"))
+    for key, source in ((good, "good"), (bad, "bad"), (broken, "broken")):
+        c.get_or_build(key, _two_files, kind="model", source=source)
+    (c.path(bad) / "artifact" / "model.safetensors").write_bytes(b"")
+    (c.path(broken) / META_FILE).write_text("{not json")
+    problems = {e.key: e.problems for e in c.ls()}
+    assert problems[good] == ()
+    assert problems[bad] == (
+        "model.safetensors changed (sha256 e3b0c44298fc, built "
+        + json.loads((c.path(bad) / META_FILE).read_text())["files"]["model.safetensors"][:12]
+        + ")",
+    )
+    assert problems[broken] == ("its metadata is unreadable",)
+    assert main(["cache", "ls", "--cache-dir", str(tmp_path)]) == 0
+    assert "CORRUPT: model.safetensors changed" in capsys.readouterr().out
+    assert c.lookup(broken) is None  # unreadable metadata: rebuilt on the next use

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from conftest import HUB_FILES, REPO
 
+from tinykit._files import file_hashes
 from tinykit.cli import main
 
 BERT = HUB_FILES / "google-bert" / "bert-base-uncased"
@@ -34,10 +35,14 @@ class Row:
     code: int
     says: str  # a piece of the one stderr line
     needs: tuple[str, ...] = field(default=())  # "full" / "ro": a tmpfs mount
+    corrupt: str = ""  # a CORRUPT entry applied to {cache}, a copy of a built fixture cache
 
 
-def row(argv: str, code: int, says: str, *needs: str) -> Row:
-    return Row(tuple(argv.split()), code, says, needs)
+def row(argv: str, code: int, says: str, *needs: str, corrupt: str = "") -> Row:
+    return Row(tuple(argv.split()), code, says, needs, corrupt)
+
+
+FX = "--fixtures-dir {fx} --cache-dir {cache}"  # a fixtures folder, its lock and built cache
 
 
 TABLE: dict[str, dict[str, Row]] = {
@@ -100,6 +105,14 @@ TABLE: dict[str, dict[str, Row]] = {
             "make-tiny bert --recipe {in}/arch-str.toml -o {out}/t", 2, "architectures"
         ),
         "output parent a file": row("make-tiny llama -o {in}/a-file/t", 3, "a-file"),
+        "remote code, not trusted": row(
+            "make-tiny {in}/remote-code -o {out}/t", 2, "--trust-remote-code"
+        ),
+        "remote code, files missing": row(
+            "make-tiny {in}/remote-code-no-py -o {out}/t --trust-remote-code",
+            2,
+            "modeling_tinyrc.py",
+        ),
         "disk full": row("make-tiny llama -o {full}/t", 3, "space", "full"),
         "read-only fs": row("make-tiny llama -o {ro}/t", 3, "read-only", "ro"),
     },
@@ -192,6 +205,10 @@ TABLE: dict[str, dict[str, Row]] = {
         "weights truncated": row("verify {model}/truncated", 1, "safetensors"),
         "weights garbage": row("verify {model}/garbage", 1, "safetensors"),
         "config mismatched": row("verify {model}/mismatched", 1, "do not load"),
+        "architecture misspelled": row(
+            "verify {model}/arch-typo", 2, "Did you mean 'LlamaForCausalLM'?"
+        ),
+        "own code, not trusted": row("verify {model}/remote-code", 2, "--trust-remote-code"),
     },
     "env": {
         "capture parent a file": row("env capture -o {in}/a-file/env.json", 2, "a-file"),
@@ -240,6 +257,31 @@ TABLE: dict[str, dict[str, Row]] = {
         "lock dir missing": row("fixtures lock --fixtures-dir {in}/nope", 2, "nope"),
         "spec not toml": row("fixtures build --fixtures-dir {in}/toml-bad", 2, "TOML"),
         "no action": row("fixtures", 2, "required"),
+        # a corrupt cache entry, per file kind, with rebuilding off: named, left as it is
+        "build: weights truncated": row(
+            f"fixtures build {FX} --no-rebuild", 3, "cache clear", corrupt="weights truncated"
+        ),
+        "build: config edited": row(
+            f"fixtures build {FX} --no-rebuild", 3, "cache clear", corrupt="config edited"
+        ),
+        "build: tokenizer missing": row(
+            f"fixtures build {FX} --no-rebuild", 3, "cache clear", corrupt="tokenizer missing"
+        ),
+        "build: parquet truncated": row(
+            f"fixtures build {FX} --no-rebuild", 3, "cache clear", corrupt="parquet truncated"
+        ),
+        "build: metadata unreadable": row(
+            f"fixtures build {FX} --no-rebuild", 3, "metadata", corrupt="metadata unreadable"
+        ),
+        "verify: weights truncated": row(
+            f"fixtures verify {FX} --no-rebuild", 3, "cache clear", corrupt="weights truncated"
+        ),
+        "lock: weights truncated": row(
+            f"fixtures lock {FX} --no-rebuild", 3, "cache clear", corrupt="weights truncated"
+        ),
+        "lock: artifact fails its check": row(
+            f"fixtures lock {FX}", 1, "Refusing to lock fixture 'tiny-m'", corrupt="fails check"
+        ),
     },
     "cache": {
         "no action": row("cache", 2, "required"),
@@ -300,6 +342,9 @@ def inputs(tmp_path_factory) -> Path:
         "".join(json.dumps({"text": f"row {i}"}) + "\n" for i in range(8))
     )
     (base / "fns.py").write_text(FNS)
+    write_remote_code(base / "remote-code", ran=base / "remote-code-ran")
+    shutil.copytree(base / "remote-code", base / "remote-code-no-py")
+    (base / "remote-code-no-py" / "modeling_tinyrc.py").unlink()
     (base / "empty.jinja").write_text("  \n")
     (base / "arch-str.toml").write_text(
         'model_types = ["bert"]\n[set]\narchitectures = "BertModel"\n'
@@ -310,12 +355,52 @@ def inputs(tmp_path_factory) -> Path:
     return base
 
 
+# A model folder with its own code (auto_map, a model_type transformers lacks): a Llama under
+# another name. Importing it leaves a file at `ran`, so a test sees whether the code ran.
+REMOTE_CONFIG = """
+from pathlib import Path
+from transformers.models.llama.configuration_llama import LlamaConfig
+Path({ran!r}).write_text("the remote code ran")
+class TinyRCConfig(LlamaConfig):
+    model_type = "tinyrc"
+"""
+REMOTE_MODELING = """
+from transformers.models.llama.modeling_llama import LlamaForCausalLM
+from .configuration_tinyrc import TinyRCConfig
+class TinyRCForCausalLM(LlamaForCausalLM):
+    config_class = TinyRCConfig
+"""
+
+
+def write_remote_code(folder: Path, ran: Path) -> Path:
+    folder.mkdir()
+    (folder / "configuration_tinyrc.py").write_text(REMOTE_CONFIG.format(ran=str(ran)))
+    (folder / "modeling_tinyrc.py").write_text(REMOTE_MODELING)
+    config = {
+        "model_type": "tinyrc",
+        "architectures": ["TinyRCForCausalLM"],
+        "auto_map": {
+            "AutoConfig": "configuration_tinyrc.TinyRCConfig",
+            "AutoModelForCausalLM": "modeling_tinyrc.TinyRCForCausalLM",
+        },
+        "hidden_size": 128,
+        "intermediate_size": 256,
+        "num_attention_heads": 4,
+        "num_hidden_layers": 2,
+        "vocab_size": 32000,
+    }
+    (folder / "config.json").write_text(json.dumps(config))
+    for name in ("tokenizer.json", "tokenizer_config.json"):  # a real tokenizer to shrink
+        shutil.copyfile(HUB_FILES / "meta-llama" / "Llama-2-7b-hf" / name, folder / name)
+    return folder
+
+
 @pytest.fixture(scope="module")
 def model(tmp_path_factory) -> Path:
     """One real tiny model, and broken copies of it."""
     base = tmp_path_factory.mktemp("fault-model")
     assert main(["make-tiny", "llama", "-o", str(base / "good")]) == 0
-    for name in ("no-weights", "truncated", "garbage", "mismatched"):
+    for name in ("no-weights", "truncated", "garbage", "mismatched", "arch-typo", "remote-code"):
         shutil.copytree(base / "good", base / name)
     (base / "no-weights" / "model.safetensors").unlink()
     weights = (base / "good" / "model.safetensors").read_bytes()
@@ -324,7 +409,93 @@ def model(tmp_path_factory) -> Path:
     config = json.loads((base / "mismatched" / "config.json").read_text())
     config["hidden_size"] *= 2
     (base / "mismatched" / "config.json").write_text(json.dumps(config))
+    config = json.loads((base / "arch-typo" / "config.json").read_text())
+    config["architectures"] = ["LlamaForCausalLm"]
+    (base / "arch-typo" / "config.json").write_text(json.dumps(config))
+    # its own code, as make-tiny --trust-remote-code writes it; the code would leave a file
+    write_remote_code(base / "code", ran=base / "remote-code-ran")
+    config = json.loads((base / "remote-code" / "config.json").read_text())
+    config |= {
+        "model_type": "tinyrc",
+        "auto_map": json.loads((base / "code" / "config.json").read_text())["auto_map"],
+    }
+    (base / "remote-code" / "config.json").write_text(json.dumps(config))
+    for name in ("configuration_tinyrc.py", "modeling_tinyrc.py"):
+        shutil.copyfile(base / "code" / name, base / "remote-code" / name)
     return base
+
+
+FIXTURE_SPECS = """
+[tiny-m]
+kind = "model"
+source = "llama"
+spec = { seed = 0 }
+
+[tiny-d]
+kind = "synthetic_dataset"
+source = { text = { dtype = "string", _type = "Value" } }
+spec = { rows = 4, seed = 0 }
+"""
+
+
+@pytest.fixture(scope="module")
+def built_fixtures(tmp_path_factory) -> Path:
+    """A repo's fixtures folder, locked, and the cache it was built into: ``fx/`` and ``cache/``."""
+    base = tmp_path_factory.mktemp("fault-fixtures")
+    (base / "fx").mkdir()
+    (base / "fx" / "fixtures.toml").write_text(FIXTURE_SPECS)
+    assert (
+        main(
+            [
+                "fixtures",
+                "lock",
+                "--fixtures-dir",
+                str(base / "fx"),
+                "--cache-dir",
+                str(base / "cache"),
+            ]
+        )
+        == 0
+    )
+    return base
+
+
+def _entry(cache: Path, kind: str) -> Path:
+    """The artifact folder of the one cached entry of ``kind``."""
+    for meta in (cache / "artifacts").glob("*/tinykit-cache.json"):
+        if json.loads(meta.read_text())["kind"] == kind:
+            return meta.parent / json.loads(meta.read_text())["name"]
+    raise AssertionError(f"no {kind} in {cache}")
+
+
+def _truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def _fails_check(model: Path) -> None:
+    """A model that does not load (config and weights disagree), recorded as built: the cache
+    finds it intact, and only the artifact's own check (verify) can tell."""
+    config = json.loads((model / "config.json").read_text())
+    config["hidden_size"] *= 2
+    (model / "config.json").write_text(json.dumps(config))
+    meta_path = model.parent / "tinykit-cache.json"
+    meta = json.loads(meta_path.read_text())
+    meta["files"] = file_hashes(model)
+    meta_path.write_text(json.dumps(meta))
+
+
+CORRUPT = {
+    "weights truncated": lambda c: _truncate(_entry(c, "model") / "model.safetensors"),
+    "config edited": lambda c: (_entry(c, "model") / "config.json").write_text("{}"),
+    "tokenizer missing": lambda c: (_entry(c, "model") / "tokenizer.json").unlink(),
+    "parquet truncated": lambda c: _truncate(
+        next((_entry(c, "synthetic_dataset") / "data").glob("*.parquet"))
+    ),
+    "metadata unreadable": lambda c: (_entry(c, "model").parent / "tinykit-cache.json").write_text(
+        "{oops"
+    ),
+    "fails check": lambda c: _fails_check(_entry(c, "model")),
+}
 
 
 def _mount(path: Path, *options: str) -> str | None:
@@ -372,6 +543,13 @@ def test_fault(command, name, inputs, request, tmp_path, monkeypatch, capsys):
     places = {"in": str(inputs), "out": str(tmp_path / "out")}
     if "{model}" in " ".join(r.argv):
         places["model"] = str(request.getfixturevalue("model"))
+    if "{cache}" in " ".join(r.argv):  # a private copy of a built, locked fixture cache
+        shutil.copytree(request.getfixturevalue("built_fixtures"), tmp_path / "fixtures")
+        places |= {
+            "fx": str(tmp_path / "fixtures" / "fx"),
+            "cache": str(tmp_path / "fixtures" / "cache"),
+        }
+        CORRUPT[r.corrupt](tmp_path / "fixtures" / "cache")
     if r.needs:
         mounts = request.getfixturevalue("mounts")
         for need in r.needs:
@@ -462,3 +640,75 @@ def test_two_concurrent_writers_into_one_folder_end_in_one_result_and_one_line(t
         assert "Traceback" not in err and (code == 0 or err.count("\n") == 1), err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d"]
     assert (tmp_path / "d" / "tokenizer.json").is_file()
+
+
+# -- the same faults with rebuilding on: repaired, never served -------------------------------
+
+
+def test_corrupt_cache_entries_are_rebuilt_by_fixtures_build_verify_and_the_plugin(
+    built_fixtures, tmp_path, capsys
+):
+    from tinykit.artifacts.cache import Cache
+    from tinykit.pytest_plugin.fixtures import Factory, TinyModel, load_model
+
+    shutil.copytree(built_fixtures, tmp_path / "f")
+    fx, cache = tmp_path / "f" / "fx", tmp_path / "f" / "cache"
+    locked = json.loads((fx / "lock.json").read_text())["fixtures"]
+    args = ["--fixtures-dir", str(fx), "--cache-dir", str(cache)]
+    CORRUPT["parquet truncated"](cache)
+    capsys.readouterr()
+    assert main(["fixtures", "build", *args]) == 0  # rebuilt, not "exit 0 and serve it"
+    assert "is corrupt (data/train-00000-of-00001.parquet changed" in capsys.readouterr().err
+    assert file_hashes(_entry(cache, "synthetic_dataset")) == locked["tiny-d"]["files"]
+    CORRUPT["weights truncated"](cache)
+    assert main(["fixtures", "verify", *args]) == 0  # rebuilt: nothing to advise locking
+    out, err = capsys.readouterr()
+    assert "2 fixture(s) match lock.json" in out and "fixtures lock" not in out + err
+    assert "is corrupt (model.safetensors changed" in err
+    assert file_hashes(_entry(cache, "model")) == locked["tiny-m"]["files"]
+    CORRUPT["weights truncated"](cache)
+    # the tiny_model fixture's factory, as a test calls it: a model, never a SafetensorError
+    factory = Factory(TinyModel, ("model",), Cache(cache), (fx,), load_model, {})
+    model = factory("tiny-m")
+    assert type(model.model).__name__ == "LlamaForCausalLM"
+    assert file_hashes(model.path) == locked["tiny-m"]["files"]
+
+
+def test_a_local_folder_with_its_own_code_builds_and_verifies_when_trusted(tmp_path, capsys):
+    source = write_remote_code(tmp_path / "src", ran=tmp_path / "ran")
+    out = tmp_path / "tiny"
+    assert main(["make-tiny", str(source), "-o", str(out), "--trust-remote-code"]) == 0
+    assert (tmp_path / "ran").is_file()  # the code ran, as asked
+    assert {"configuration_tinyrc.py", "modeling_tinyrc.py", "tokenizer.json"} <= {
+        p.name for p in out.iterdir()
+    }
+    capsys.readouterr()
+    assert main(["verify", str(out), "--trust-remote-code"]) == 0
+    assert capsys.readouterr().out.rstrip().endswith("OK")
+    (tmp_path / "ran").unlink()
+    assert main(["verify", str(out)]) == 2  # untrusted: refused before the code runs
+    assert not (tmp_path / "ran").exists()
+
+
+# -- distributed: a rank that leaves early ----------------------------------------------------
+
+
+def leaves_early():
+    import torch
+    import torch.distributed as dist
+
+    if dist.get_rank() == 1:
+        os._exit(0)  # leaves without a word: no exception, exit status 0
+    dist.all_reduce(torch.ones(1))  # rank 0 then fails here, and its error is seen first
+    return "unreachable"
+
+
+def test_a_rank_that_exits_early_with_code_0_is_the_one_blamed(dist_launch):
+    from tinykit.errors import DistributedTestFailed
+
+    with pytest.raises(DistributedTestFailed) as info:
+        dist_launch(leaves_early, world_size=2, timeout=30, fresh=True)
+    head = str(info.value).splitlines()[0]
+    assert info.value.exit_code == 1 and "Traceback" not in head
+    assert "failed: rank 1 exited early with code 0 before returning (it left the job)" in head
+    assert [r["exit_code"] for r in info.value.per_rank] == [None, 0]

@@ -60,29 +60,37 @@ def test_shipped_fixtures_verify_from_a_fresh_checkout(tmp_path):
     assert sorted(report["checked"]) == sorted(fixture_specs.load_specs(REPO / "fixtures"))
 
 
-def test_lock_then_verify_passes_and_altered_file_is_reported(specs, tmp_path):
+def test_lock_then_verify_passes_a_corrupt_cache_entry_is_rebuilt_and_drift_is_reported(
+    specs, tmp_path
+):
     cache = Cache(tmp_path / "cache")
     fixture_specs.lock(folder=specs, cache=cache)
     assert fixture_specs.verify(folder=specs, cache=cache, fresh=True)["drift"] == []
     built = fixture_specs.build(["tiny-text"], specs, cache)["tiny-text"]
     parquet = built / "data" / "train-00000-of-00001.parquet"
-    locked = json.loads((specs / "lock.json").read_text())["fixtures"]["tiny-text"]["files"]
-    parquet.write_bytes(parquet.read_bytes() + b"\0")
+    good = parquet.read_bytes()
+    # a cached file altered on disk is a corrupt entry: rebuilt, never reported (nor locked)
+    parquet.write_bytes(good + b"\0")
+    assert fixture_specs.verify(folder=specs, cache=cache)["drift"] == []
+    assert parquet.read_bytes() == good
+    # a built file that differs from the lock is drift: the lock records other bytes
+    lock = json.loads((specs / "lock.json").read_text())
+    real = lock["fixtures"]["tiny-text"]["files"]["data/train-00000-of-00001.parquet"]
+    old = "0" * 64
+    lock["fixtures"]["tiny-text"]["files"]["data/train-00000-of-00001.parquet"] = old
+    (specs / "lock.json").write_text(json.dumps(lock))
     with pytest.raises(FixtureDrift) as e:
         fixture_specs.verify(folder=specs, cache=cache)
-    old = locked["data/train-00000-of-00001.parquet"]
     assert str(e.value).startswith(
         f"1 fixture(s) differ from lock.json: tiny-text: data/train-00000-of-00001.parquet changed "
-        f"(lock {old[:12]}, built "
+        f"(lock {old[:12]}, built {real[:12]})"
     )
     assert str(e.value).endswith(
         "Versions changed since the lock: none. If the change is intended, run: "
         "tinykit fixtures lock tiny-text"
     )
     [drift] = e.value.report["drift"]
-    assert drift["locked"] == old and drift["built"] != old and drift["problem"] == "changed"
-    # a fresh rebuild does not see the altered cached file
-    assert fixture_specs.verify(folder=specs, cache=cache, fresh=True)["drift"] == []
+    assert drift["locked"] == old and drift["built"] == real and drift["problem"] == "changed"
 
 
 def test_spec_edits_missing_fixtures_and_version_changes_are_reported(specs, tmp_path):

@@ -104,3 +104,8 @@ class SnapshotMismatch(CheckFailed):
 
 class FixtureDrift(CheckFailed):
     """A built fixture's files differ from fixtures/lock.json."""
+
+
+class CacheEntryCorrupt(SetupError):
+    """A cached artifact's files differ from the digests recorded when it was built (.key,
+    .problems), and rebuilding is off; exit 3."""

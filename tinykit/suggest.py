@@ -4,6 +4,9 @@ A mistyped model type used to fail after 10-16 s of torch/transformers imports; 
 read transformers' model-type table as a plain file (never importing transformers) and answer
 in well under a second. Names are compared with case and ``-``/``_`` normalised, so ``Llama``
 and ``qwen3-moe`` find ``llama`` and ``qwen3_moe``.
+
+The stable API (other commands build on it): ``did_you_mean``, ``hint``, ``check_source``,
+``check_folder``, ``known_model_types``, ``known_model_classes`` and ``check_model_class``.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from tinykit.errors import UsageError
 
 # The model types transformers knows, as ("name", "NameConfig") pairs in its auto mappings.
 _PAIR = re.compile(r"""\(\s*"([\w-]+)",\s*"(\w+Config)"\s*\)|"([\w-]+)":\s*"(\w+Config)\"""")
+# The model classes, as ("model_type", "ClassName") pairs in modeling_auto's task mappings.
+_CLASS_PAIR = re.compile(r"""\(\s*"[\w-]+",\s*"(\w+)"\s*\)""")
 
 
 def normalise(name: str) -> str:
@@ -42,13 +47,18 @@ def hint(name: str, choices: Iterable[str]) -> str:
     return f" Did you mean {' or '.join(repr(f) for f in found)}?" if found else ""
 
 
-@functools.cache
-def known_model_types() -> frozenset[str] | None:
-    """transformers' model types, read from its source files; None when they cannot be read."""
+def _auto_folder() -> Path | None:
     spec = importlib.util.find_spec("transformers")  # finds the package without importing it
     if spec is None or not spec.submodule_search_locations:
         return None
-    auto = Path(next(iter(spec.submodule_search_locations))) / "models" / "auto"
+    return Path(next(iter(spec.submodule_search_locations))) / "models" / "auto"
+
+
+@functools.cache
+def known_model_types() -> frozenset[str] | None:
+    """transformers' model types, read from its source files; None when they cannot be read."""
+    if (auto := _auto_folder()) is None:
+        return None
     names: set[str] = set()
     for file in ("auto_mappings.py", "configuration_auto.py"):
         try:
@@ -57,6 +67,35 @@ def known_model_types() -> frozenset[str] | None:
             continue
         names.update(a or c for a, _, c, _ in _PAIR.findall(text))
     return frozenset(names) if len(names) > 50 else None  # a layout we do not know: no check
+
+
+@functools.cache
+def known_model_classes() -> frozenset[str] | None:
+    """The model classes of transformers' auto mappings (``LlamaForCausalLM``, ...), read from
+    its source; None when they cannot be read."""
+    if (auto := _auto_folder()) is None:
+        return None
+    try:
+        text = (auto / "modeling_auto.py").read_text()
+    except OSError:
+        return None
+    names = frozenset(_CLASS_PAIR.findall(text))
+    return names if len(names) > 50 else None
+
+
+def check_model_class(name: str, where: str = "model class") -> None:
+    """Reject a name that is not a transformers model class, with the nearest ones.
+
+    Raises:
+        UsageError: ``name`` is not in transformers' auto mappings (``where`` says whose it is).
+    """
+    classes = known_model_classes()
+    if classes is None or name in classes:
+        return
+    raise UsageError(
+        f"{where[:1].upper()}{where[1:]} {name!r} is not a transformers model class."
+        + (hint(name, classes) or " Name one such as 'LlamaForCausalLM' (transformers.<Class>).")
+    )
 
 
 def check_source(source: str) -> None:

@@ -10,6 +10,11 @@ write the same bytes on every machine. A build happens under a file lock
 written (atomically, last), so concurrent workers build each key once and never use a
 half-written folder. The store knows no builders: ``tinykit.artifacts.named`` does.
 
+The meta file records the sha256 of every file of the artifact, and every lookup checks them
+(the files are small): an entry that was truncated, edited or lost a file is rebuilt, or, with
+rebuilding off (``Cache(rebuild=False)``, ``TINYKIT_CACHE_REBUILD=0``, ``--no-rebuild``), is a
+``CacheEntryCorrupt`` error naming the entry and ``tinykit cache clear KEY``.
+
 The root is, in order: the ``root`` argument (pytest ``--tinykit-cache-dir``), ``TINYKIT_CACHE``,
 ``~/.cache/tinykit``.
 
@@ -32,12 +37,14 @@ from typing import Any
 
 from filelock import FileLock
 
-from tinykit._files import atomic_write, sha256_file, tree_digest
+from tinykit._files import atomic_write, file_hashes, sha256_file, tree_digest
 from tinykit._versions import ARTIFACT_KEYS, package_versions
-from tinykit.errors import UsageError
+from tinykit.errors import CacheEntryCorrupt, UsageError
+from tinykit.progress import stage
 
 META_FILE = "tinykit-cache.json"  # beside the artifact folder, written last: "complete"
 BUILD_LOG = "builds.jsonl"  # one line per build actually performed (not per cache hit)
+REBUILD_VAR = "TINYKIT_CACHE_REBUILD"  # "0": a corrupt entry is an error, not rebuilt
 
 
 def key_versions(kind: str) -> dict[str, str]:
@@ -101,13 +108,48 @@ class CacheEntry:
     built_at: float
     build_seconds: float
     path: Path
+    problems: tuple[str, ...] = ()
+    """Why the entry is corrupt (files that differ from their recorded digests); empty if intact."""
+
+
+def read_meta(meta_path: Path) -> dict[str, Any] | None:
+    """The entry's meta file as a dict; None when it is missing or unreadable (not complete)."""
+    try:
+        meta = json.loads(meta_path.read_text())
+    except (OSError, ValueError):
+        return None
+    return meta if isinstance(meta, dict) else None
+
+
+def entry_problems(folder: Path, meta: dict[str, Any] | None) -> list[str]:
+    """How the artifact in ``folder`` differs from the digests its meta file recorded."""
+    recorded = meta.get("files") if meta else None
+    if not isinstance(recorded, dict):
+        return ["its metadata records no file digests (unreadable, or an older tinykit)"]
+    found = file_hashes(folder) if folder.is_dir() else {}
+    problems = []
+    for rel in sorted(recorded.keys() | found.keys()):
+        if rel not in found:
+            problems.append(f"{rel} is missing")
+        elif rel not in recorded:
+            problems.append(f"{rel} was added")
+        elif found[rel] != recorded[rel]:
+            problems.append(f"{rel} changed (sha256 {found[rel][:12]}, built {recorded[rel][:12]})")
+    return problems
 
 
 class Cache:
-    """A content-addressed artifact cache rooted at ``root`` (see the module docstring)."""
+    """A content-addressed artifact cache rooted at ``root`` (see the module docstring).
 
-    def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
+    ``rebuild``: what to do with an entry whose files differ from their recorded digests:
+    rebuild it (default, unless ``TINYKIT_CACHE_REBUILD=0``), or raise ``CacheEntryCorrupt``.
+    """
+
+    def __init__(
+        self, root: str | os.PathLike[str] | None = None, *, rebuild: bool | None = None
+    ) -> None:
         self.root = Path(root).expanduser() if root else default_root()
+        self.rebuild = os.environ.get(REBUILD_VAR, "1") != "0" if rebuild is None else rebuild
 
     def __repr__(self) -> str:
         return f"Cache({str(self.root)!r})"
@@ -152,10 +194,37 @@ class Cache:
         return self.artifacts / key
 
     def lookup(self, key: str) -> Path | None:
-        """The artifact folder for ``key`` if it is fully built, else None."""
-        meta = self.path(key) / META_FILE
-        name = json.loads(meta.read_text()).get("name") if meta.is_file() else None
-        return self.path(key) / name if name else None  # no name: an older layout, rebuilt
+        """The artifact folder for ``key`` if it is fully built and intact, else None.
+
+        Raises:
+            CacheEntryCorrupt: the entry's files differ from their digests and rebuilding is off.
+        """
+        folder, problems = self._check(key)
+        if problems and not self.rebuild:
+            raise self._corrupt(key, problems)
+        return folder
+
+    def _corrupt(self, key: str, problems: list[str]) -> CacheEntryCorrupt:
+        short = key[:12]
+        return CacheEntryCorrupt(
+            f"Cached artifact {short} ({self.path(key)}) is corrupt: {'; '.join(problems[:3])}. "
+            f"Rebuilding is off ({REBUILD_VAR}=0 or --no-rebuild). Delete it with "
+            f"`tinykit cache clear {short}` (--cache-dir {self.root}) and rerun.",
+            key=key,
+            problems=problems,
+        )
+
+    def _check(self, key: str) -> tuple[Path | None, list[str]]:
+        """``(folder, [])`` for an intact entry, ``(None, [])`` for none, else the problems."""
+        meta_path = self.path(key) / META_FILE
+        if not meta_path.is_file():
+            return None, []
+        meta = read_meta(meta_path)
+        name = meta.get("name") if meta else None
+        if not isinstance(name, str) or not name:
+            return None, ["its metadata is unreadable or names no artifact folder"]
+        folder = self.path(key) / name
+        return (None, problems) if (problems := entry_problems(folder, meta)) else (folder, [])
 
     def get_or_build(
         self,
@@ -172,13 +241,19 @@ class Cache:
         ``build`` writes the artifact's files into the (empty, existing) folder it is given,
         ``<key>/<name>``. Under the lock a second process waits, then finds the finished folder.
         """
-        if found := self.lookup(key):
-            return found
+        if folder := self._check(key)[0]:
+            return folder
         (self.root / "locks").mkdir(parents=True, exist_ok=True)
         self.artifacts.mkdir(parents=True, exist_ok=True)
         with FileLock(self.root / "locks" / f"{key}.lock"):
-            if found := self.lookup(key):
-                return found
+            # checked again under the lock: another process may have (re)built it meanwhile
+            folder, problems = self._check(key)
+            if folder:
+                return folder
+            if problems:
+                if not self.rebuild:
+                    raise self._corrupt(key, problems)
+                stage(f"cache entry {key[:12]} is corrupt ({problems[0]}): rebuilding")
             return self._build(key, build, name, kind=kind, source=source, spec=dict(spec or {}))
 
     def _build(self, key: str, build: Callable[[Path], object], name: str, **meta: Any) -> Path:
@@ -201,6 +276,7 @@ class Cache:
             "build_seconds": round(time.perf_counter() - start, 4),
             "pid": os.getpid(),
             "worker": os.environ.get("PYTEST_XDIST_WORKER", ""),
+            "files": file_hashes(work),  # checked on every lookup
         }
         atomic_write(folder / META_FILE, json.dumps(record, indent=2, sort_keys=True))
         with open(self.root / BUILD_LOG, "a") as log:
@@ -214,12 +290,14 @@ class Cache:
         return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
     def ls(self) -> list[CacheEntry]:
-        """Every complete artifact, newest first."""
+        """Every complete artifact, newest first; a corrupt one lists its ``problems``."""
         entries = []
         for meta_path in self.artifacts.glob(f"*/{META_FILE}"):
-            meta = json.loads(meta_path.read_text())
-            folder = meta_path.parent / meta.get("name", "")
-            size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+            meta = read_meta(meta_path) or {}
+            name = meta["name"] if isinstance(meta.get("name"), str) else ""
+            folder = meta_path.parent / name
+            problems = entry_problems(folder, meta) if name else ["its metadata is unreadable"]
+            size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) if name else 0
             entries.append(
                 CacheEntry(
                     key=meta_path.parent.name,
@@ -231,6 +309,7 @@ class Cache:
                     built_at=meta.get("built_at", 0.0),
                     build_seconds=meta.get("build_seconds", 0.0),
                     path=folder,
+                    problems=tuple(problems),
                 )
             )
         return sorted(entries, key=lambda e: e.built_at, reverse=True)

@@ -12,6 +12,10 @@ of the packages that key its kind (``tinykit._versions.ARTIFACT_KEYS``). ``verif
 (or reuses the cache) and reports drift precisely: which fixture, which file, old and new
 digests, which versions changed.
 
+``lock`` refuses a fixture that fails its own check (``check_artifact``: a model must pass
+``tinykit.verify``, a tokenizer ``check_tokenizer``, a dataset must load): a lock records only
+artifacts that work, and a failed lock leaves ``lock.json`` as it was.
+
 ``BUILDERS`` maps each kind to its builder; ``build_artifact`` normalises a spec, keys it and
 builds it through the cache (``tinykit.artifacts.cache``, a store that knows no builders).
 
@@ -26,7 +30,7 @@ import json
 import os
 import tempfile
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,9 +40,10 @@ from tinykit._versions import artifact_versions
 from tinykit.artifacts.cache import Cache, artifact_name
 from tinykit.dataset.build import make_tiny_dataset
 from tinykit.dataset.synthetic import make_synthetic_dataset
-from tinykit.errors import FixtureDrift, UsageError
+from tinykit.errors import FixtureDrift, TinyArtifactInvalid, TinykitError, UsageError
 from tinykit.model.build import make_tiny
 from tinykit.model.spec import ShrinkSpec
+from tinykit.progress import steps
 from tinykit.tokenizer.build import make_tiny_tokenizer
 
 LOCK_FILE = "lock.json"
@@ -195,7 +200,15 @@ def build(
     cache: Cache | None = None,
 ) -> dict[str, Path]:
     """Build (or find in the cache) the named fixtures, or all of them; ``{name: folder}``."""
-    return {s.name: build_one(s, cache) for s in select(load_specs(folder), names)}
+    return dict(_each(select(load_specs(folder), names), cache, "build"))
+
+
+def _each(specs: list[FixtureSpec], cache: Cache | None, what: str) -> Iterator[tuple[str, Path]]:
+    """``(name, built folder)`` of each spec, counted on stderr (a bar on a terminal)."""
+    with steps(len(specs), f"fixtures {what}") as step:
+        for spec in specs:
+            step(spec.name)
+            yield spec.name, build_one(spec, cache)
 
 
 def _hashes(specs: list[FixtureSpec], fresh: bool, cache: Cache | None) -> dict[str, dict]:
@@ -203,7 +216,7 @@ def _hashes(specs: list[FixtureSpec], fresh: bool, cache: Cache | None) -> dict[
     if fresh:
         with tempfile.TemporaryDirectory(prefix="tinykit-fixtures-") as tmp:
             return _hashes(specs, False, Cache(tmp))
-    return {s.name: file_hashes(build_one(s, cache)) for s in specs}
+    return {name: file_hashes(path) for name, path in _each(specs, cache, "verify")}
 
 
 def lock(
@@ -218,12 +231,67 @@ def lock(
     path = folder / LOCK_FILE
     data = read_lock(folder) if names and path.exists() else {"fixtures": {}}
     by_name = {s.name: s for s in specs}
-    for name, files in _hashes(specs, fresh, cache).items():
+    if fresh:
+        with tempfile.TemporaryDirectory(prefix="tinykit-fixtures-") as tmp:
+            built = _checked(specs, Cache(tmp))
+    else:
+        built = _checked(specs, cache)
+    for name, files in built.items():
         versions = artifact_versions(by_name[name].kind)
         data["fixtures"][name] = {**by_name[name].locked(), "files": files, "versions": versions}
     data.pop("versions", None)  # locks before per-fixture versions kept one shared set
     atomic_write(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
     return path
+
+
+def _checked(specs: list[FixtureSpec], cache: Cache | None) -> dict[str, dict[str, str]]:
+    """``{name: {relpath: sha256}}`` of the built fixtures, each of which passed its own check.
+
+    Raises:
+        TinyArtifactInvalid: a fixture fails ``check_artifact``; nothing is locked.
+    """
+    hashes = {}
+    by_name = specs_by_name(specs)
+    for name, path in _each(specs, cache, "lock"):
+        spec = by_name[name]
+        if problems := check_artifact(spec.kind, path):
+            raise TinyArtifactInvalid(
+                f"Refusing to lock fixture {spec.name!r} ({path}): it fails its own check: "
+                f"{'; '.join(p.rstrip('.') for p in problems[:3])}. lock.json is unchanged; fix "
+                f"the spec in {spec.file}, or clear the entry (tinykit cache clear) and rebuild.",
+                fixture=spec.name,
+                problems=problems,
+            )
+        hashes[spec.name] = file_hashes(path)
+    return hashes
+
+
+def check_artifact(kind: str, path: Path) -> list[str]:
+    """What is wrong with a built artifact, checked as its kind is: [] when it works."""
+    try:
+        if kind == "model":
+            from tinykit.model.verify import verify as verify_model
+
+            return list(verify_model(path).problems)
+        if kind == "tokenizer":
+            from tinykit.tokenizer.check import check_tokenizer
+
+            return list(check_tokenizer(path)["problems"])
+        import datasets
+
+        bars_were_on = datasets.is_progress_bar_enabled()
+        datasets.disable_progress_bars()  # stderr keeps the stage lines and the one error line
+        try:
+            datasets.load_dataset(str(path))  # as the tiny_dataset fixture loads it
+        finally:
+            if bars_were_on:
+                datasets.enable_progress_bars()
+        return []
+    except TinykitError as e:
+        return [str(e)]
+    except Exception as e:  # a folder the loader cannot read at all is the finding
+        text = str(e).strip()
+        return [f"it does not load: {type(e).__name__}: {text.splitlines()[0] if text else ''}"]
 
 
 def read_lock(folder: str | os.PathLike[str] | None = None) -> dict[str, Any]:

@@ -35,6 +35,8 @@ def run_ls(args: argparse.Namespace) -> int:
     for e in entries:
         built = time.strftime("%Y-%m-%d %H:%M", time.localtime(e.built_at))
         lines.append(f"{e.key[:12]}  {e.kind:<9} {e.size_bytes / 1e6:8.2f} MB  {built}  {e.source}")
+        if e.problems:  # rebuilt on its next use; `cache clear KEY` removes it now
+            lines.append(f"{'':12}  CORRUPT: {'; '.join(e.problems)}")
     emit([dataclasses.asdict(e) for e in entries], args.json, "\n".join(lines))
     return 0
 

@@ -27,6 +27,12 @@ def register(sub: argparse._SubParsersAction) -> None:
             default=None,
             help="artifact cache (default: TINYKIT_CACHE, else ~/.cache/tinykit)",
         )
+        p.add_argument(
+            "--no-rebuild",
+            action="store_true",
+            help="a cached fixture whose files differ from their recorded digests is an error "
+            "(exit 3) instead of being rebuilt (same as TINYKIT_CACHE_REBUILD=0)",
+        )
         if name != "build":
             p.add_argument(
                 "--fresh",
@@ -50,18 +56,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run_build(args: argparse.Namespace) -> int:
     from tinykit.artifacts import named as fixture_specs  # on use, not at parse time
-    from tinykit.artifacts.cache import Cache
 
-    built = fixture_specs.build(args.names, args.fixtures_dir, Cache(args.cache_dir))
+    built = fixture_specs.build(args.names, args.fixtures_dir, _cache(args))
     emit(built, args.json, "\n".join(f"{name}  {path}" for name, path in built.items()))
     return 0
 
 
 def run_verify(args: argparse.Namespace) -> int:
     from tinykit.artifacts import named as fixture_specs  # on use, not at parse time
-    from tinykit.artifacts.cache import Cache
 
-    report = fixture_specs.verify(args.names, args.fixtures_dir, Cache(args.cache_dir), args.fresh)
+    report = fixture_specs.verify(args.names, args.fixtures_dir, _cache(args), args.fresh)
     changed = ", ".join(f"{k} {a} -> {b}" for k, (a, b) in report["version_changes"].items())
     text = f"{len(report['checked'])} fixture(s) match lock.json"
     emit(report, args.json, text + (f" (versions changed: {changed})" if changed else ""))
@@ -70,11 +74,16 @@ def run_verify(args: argparse.Namespace) -> int:
 
 def run_lock(args: argparse.Namespace) -> int:
     from tinykit.artifacts import named as fixture_specs  # on use, not at parse time
-    from tinykit.artifacts.cache import Cache
 
-    path = fixture_specs.lock(args.names, args.fixtures_dir, Cache(args.cache_dir), args.fresh)
+    path = fixture_specs.lock(args.names, args.fixtures_dir, _cache(args), args.fresh)
     emit({"lock": str(path)}, args.json, f"wrote {path}")
     return 0
+
+
+def _cache(args: argparse.Namespace):  # -> Cache, imported on use
+    from tinykit.artifacts.cache import Cache
+
+    return Cache(args.cache_dir, rebuild=False if args.no_rebuild else None)
 
 
 def run_compat(args: argparse.Namespace) -> int:

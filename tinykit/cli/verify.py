@@ -15,6 +15,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "generative text models, reload and compare logits; exit 1 on any failure.",
     )
     p.add_argument("path")
+    p.add_argument(
+        "--trust-remote-code",
+        action="store_true",
+        help="run the folder's own model code (auto_map in config.json); read it first",
+    )
     p.add_argument("--json", action="store_true", help="print a machine-readable report")
     p.set_defaults(func=run)
 
@@ -25,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     check_folder(args.path)  # before the heavy imports
     from tinykit.model.verify import verify
 
-    r = verify(args.path)
+    r = verify(args.path, trust_remote_code=args.trust_remote_code)
     kinds = sum(len(v) for v in r.block_types.values())
     lines = [
         f"{r.path}: {r.model_class or '(no model class)'}, {r.params:,} params, {r.bytes:,} bytes, loss {r.loss}, "

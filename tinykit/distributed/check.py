@@ -123,17 +123,27 @@ def _check_in_rank(backend: str, timeout: float) -> dict[str, Any]:
 def check_locally(nproc: int = 2, backend: str = "auto", timeout: float = 60.0) -> dict[str, Any]:
     """Start `nproc` local ranks (tinykit's launcher, no torchrun) and return rank 0's report."""
     from tinykit.distributed.launch import resolve_backend, run_distributed
+    from tinykit.errors import DistributedTestFailed
 
     backend = resolve_backend(backend, nproc)
-    results = run_distributed(
-        _check_in_rank,
-        args=(backend, timeout),
-        world_size=nproc,
-        backend=backend,
-        timeout=timeout,
-        fresh=True,
-        name="dist-check",
-    )
+    try:
+        results = run_distributed(
+            _check_in_rank,
+            args=(backend, timeout),
+            world_size=nproc,
+            backend=backend,
+            timeout=timeout,
+            fresh=True,
+            name="dist-check",
+        )
+    except DistributedTestFailed as e:
+        # one line: which rank, and what to do; the ranks' tracebacks stay on the cause (--debug)
+        head, advice = (str(e).splitlines() + [""])[:2]
+        raise DistributedTestFailed(
+            f"{head} {advice} Rerun with --debug for every rank's traceback and output.",
+            per_rank=e.per_rank,
+            timed_out=e.timed_out,
+        ) from e
     return results[0]
 
 

@@ -153,19 +153,40 @@ def _replay_output(outcomes: list[RankOutcome]) -> None:
 
 
 def _summary(o: RankOutcome) -> str:
+    if o.status == "error" and o.error and _left_early(o):
+        return f"rank {o.rank} called sys.exit(0) before returning (it left the job)"
     if o.status == "error" and o.error:
         return f"rank {o.rank} raised {o.error['type'].rsplit('.', 1)[-1]}: {o.error['message']}"
     if o.status == "died":
         code = o.exit_code or 0
         how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+        if code == 0:  # sys.exit(0) or os._exit(0) in the function: not a crash, a departure
+            return f"rank {o.rank} exited early with code 0 before returning (it left the job)"
         return f"rank {o.rank} {how} before returning"
     return f"rank {o.rank} was still running"
 
 
-def _failure(name: str, backend: str, timeout: float, outcomes: list[RankOutcome]) -> Exception:
-    failed = sorted(
-        (o for o in outcomes if o.status in ("error", "died")), key=lambda o: o.failed_at
+def _blame_order(o: RankOutcome) -> tuple[bool, float]:
+    """A rank that exited with code 0 before returning left the job: it is the cause, whatever
+    the clocks say (its peers then raise in a collective, and their errors carry the ranks' own
+    times while its exit is seen later, here). Otherwise the first failure is the likely cause."""
+    return (not _left_early(o), o.failed_at)
+
+
+def _left_early(o: RankOutcome) -> bool:
+    """Exited with code 0 (os._exit(0)) or raised SystemExit(0) (sys.exit()) before returning."""
+    if o.status == "died":
+        return o.exit_code == 0
+    error = o.error or {}
+    return error.get("type", "").endswith("SystemExit") and error.get("message") in (
+        "",
+        "0",
+        "None",
     )
+
+
+def _failure(name: str, backend: str, timeout: float, outcomes: list[RankOutcome]) -> Exception:
+    failed = sorted((o for o in outcomes if o.status in ("error", "died")), key=_blame_order)
     hung = [o for o in outcomes if o.status == "hung"]
     per_rank = [
         {

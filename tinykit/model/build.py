@@ -166,7 +166,7 @@ def make_tiny(
         built = _build_into(staging, src, shrink, recipes, trust_remote_code, choices)
         provenance.write(staging, src, shrink, built, recipes)
         if check:  # a model that does not run (or is not tiny) is never written
-            _check(staging, src)
+            _check(staging, src, trust_remote_code)
     files = provenance.file_table(target)
     pushed = None
     if push_to_hub:
@@ -243,6 +243,8 @@ def _build_into(
     dtype = getattr(torch, spec.dtype)
     stage(f"weights: {cls.__name__} ({spec.dtype}, seed {spec.seed})")
     torch.manual_seed(spec.seed)
+    if remote is not None:  # where transformers finds the code (else it asks the Hub for '')
+        config._name_or_path = str(remote)
     model = (
         cls._from_config(config, dtype=torch.float32)
         if remote is None
@@ -429,10 +431,10 @@ def _fit_audio_window(data: dict[str, Any], config: Any) -> None:
                 data[key] = value
 
 
-def _check(tmp: Path, src: Source) -> None:
+def _check(tmp: Path, src: Source, trust_remote_code: bool) -> None:
     from tinykit.model.verify import verify
 
-    report = verify(tmp)
+    report = verify(tmp, trust_remote_code=trust_remote_code)
     if not report.ok:
         raise TinyArtifactInvalid(
             f"the tiny {src.model_type} model built from {src.name} fails its check, so nothing "

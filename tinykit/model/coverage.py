@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tinykit.errors import TinykitError, UsageError
+from tinykit.progress import steps
 
 TEXT_MAPPINGS = (
     "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES",
@@ -166,8 +167,13 @@ def sweep(
             f"Unknown text model type(s) {', '.join(unknown)}: transformers maps no causal, "
             "masked or seq2seq LM class to them. Run `tinykit coverage` without names to see all."
         )
-    with tempfile.TemporaryDirectory(prefix="tinykit-coverage-") as tmp:
-        for model_type in model_types or text_model_types():
+    wanted = model_types or text_model_types()
+    with (
+        tempfile.TemporaryDirectory(prefix="tinykit-coverage-") as tmp,
+        steps(len(wanted), "coverage") as step,
+    ):
+        for model_type in wanted:
+            step(model_type)
             started = time.perf_counter()
             ok, reason, params, weights = False, "", 0, 0
             try:  # verify runs here, with its report kept: the build's own check is skipped

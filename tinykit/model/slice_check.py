@@ -29,8 +29,9 @@ def load(folder: Path) -> Any:
 
     hf_logging.disable_progress_bar()
     config = transformers.AutoConfig.from_pretrained(folder)
-    arch = (config.architectures or [None])[0]
-    cls = getattr(transformers, arch or "", None) or transformers.AutoModel
+    from tinykit.model.verify import architecture_class
+
+    cls = architecture_class(config, folder)
     return cls.from_pretrained(folder, dtype=torch.float32).eval()
 
 

@@ -7,13 +7,14 @@ test can compare them with the source's structure built at full depth on the met
 from __future__ import annotations
 
 import inspect
+import json
 import math
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tinykit.errors import TinyArtifactInvalid, UsageError
+from tinykit.errors import TinyArtifactInvalid, UnsupportedModelError, UsageError
 from tinykit.progress import stage
 
 BATCH, SEQ = 2, 16
@@ -54,9 +55,15 @@ class VerifyReport:
         return {**asdict(self), "ok": self.ok}
 
 
-def verify(path: str | Path, *, raise_on_failure: bool = False) -> VerifyReport:
+def verify(
+    path: str | Path, *, raise_on_failure: bool = False, trust_remote_code: bool = False
+) -> VerifyReport:
     """Load the model in `path`, run forward + backward (finite loss), generate (generative models),
-    and reload it to check the logits are identical. Raises TinyArtifactInvalid if asked to."""
+    and reload it to check the logits are identical. Raises TinyArtifactInvalid if asked to.
+
+    A folder with its own model code (``auto_map`` and a model_type transformers lacks) loads
+    only with ``trust_remote_code=True``; without it, an UnsupportedModelError says so before
+    any of that code runs."""
     import torch
     import transformers
     from transformers.utils import logging as hf_logging
@@ -67,19 +74,26 @@ def verify(path: str | Path, *, raise_on_failure: bool = False) -> VerifyReport:
         raise UsageError(
             f"{folder} has no config.json: not a model folder. Pass the folder make-tiny wrote."
         )
+    remote = _own_code(folder)
+    if remote and not trust_remote_code:
+        raise UnsupportedModelError(
+            f"{folder} loads with its own Python code (auto_map in config.json: "
+            f"{', '.join(sorted(remote))}), which tinykit does not run by default. Read that "
+            "code, then pass --trust-remote-code (trust_remote_code=True)."
+        )
+    trust = {"trust_remote_code": True} if remote else {}
     report = VerifyReport(str(folder))
     report.bytes = sum(p.stat().st_size for p in folder.iterdir() if p.is_file())
     try:
-        config = transformers.AutoConfig.from_pretrained(folder)
+        config = transformers.AutoConfig.from_pretrained(folder, **trust)
     except (OSError, ValueError, KeyError) as e:  # not a model folder at all: bad input
         raise UsageError(
             f"{folder}/config.json cannot be read: {one_line(e)}. Rebuild it with make-tiny."
         ) from e
-    arch = (config.architectures or [None])[0]
-    cls = getattr(transformers, arch or "", None) or transformers.AutoModel
+    cls = _remote_auto_class(remote) if remote else architecture_class(config, folder)
     report.model_class = getattr(cls, "__name__", str(cls))
     stage(f"checks: loading {folder} with {report.model_class}")
-    model = load_model(cls, folder, report)
+    model = load_model(cls, folder, report, **trust)
     if model is None:
         return _finish(report, raise_on_failure)
     report.params = sum(p.numel() for p in model.parameters())
@@ -94,9 +108,26 @@ def verify(path: str | Path, *, raise_on_failure: bool = False) -> VerifyReport:
     stage("checks: forward + backward, generate, reload, tokenizer")
     _train_step(model, inputs, labels, report)
     _generate(model, inputs, report)
-    _reload(model, cls, folder, inputs, report)
-    _tokenizer(model, folder, inputs, report)
+    _reload(model, cls, folder, inputs, report, trust)
+    _tokenizer(model, folder, inputs, report, bool(remote))
     return _finish(report, raise_on_failure)
+
+
+def architecture_class(config: Any, folder: Path) -> Any:
+    """The transformers class ``config.architectures[0]`` names (AutoModel when none is named).
+
+    Raises:
+        UsageError: a name transformers lacks, with the nearest class names ("did you mean"),
+            unless the config maps its own code (``auto_map``).
+    """
+    import transformers
+
+    from tinykit.suggest import check_model_class
+
+    arch = (config.architectures or [None])[0]
+    if arch and not hasattr(transformers, arch) and not getattr(config, "auto_map", None):
+        check_model_class(arch, f"{folder}/config.json architectures[0]")
+    return getattr(transformers, arch or "", None) or transformers.AutoModel
 
 
 def _finish(report: VerifyReport, raise_on_failure: bool) -> VerifyReport:
@@ -111,7 +142,30 @@ def one_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")
 
 
-def load_model(cls: Any, folder: Path, report: VerifyReport) -> Any | None:
+def _own_code(folder: Path) -> dict[str, str]:
+    """config.json's ``auto_map`` when its model_type needs it (transformers lacks the type)."""
+    from transformers import CONFIG_MAPPING
+
+    try:
+        raw = json.loads((folder / "config.json").read_text())
+    except (OSError, ValueError):
+        return {}  # unreadable: AutoConfig reports it below
+    auto_map = raw.get("auto_map") if isinstance(raw, dict) else None
+    if not isinstance(auto_map, dict) or raw.get("model_type") in CONFIG_MAPPING:
+        return {}
+    return auto_map
+
+
+def _remote_auto_class(auto_map: dict[str, str]) -> Any:
+    """The auto class that loads a folder's own model code: its causal LM, else its base model."""
+    import transformers
+
+    return getattr(
+        transformers, next((a for a in auto_map if a.startswith("AutoModelFor")), "AutoModel")
+    )
+
+
+def load_model(cls: Any, folder: Path, report: VerifyReport, **load: Any) -> Any | None:
     """`cls.from_pretrained(folder)`, or None with the reason added to `report.problems`.
 
     Weights whose shapes disagree with config.json are listed by name and shape in one problem,
@@ -123,7 +177,7 @@ def load_model(cls: Any, folder: Path, report: VerifyReport) -> Any | None:
     hf_logging.set_verbosity_error()  # the load report table is replaced by the problem line
     try:
         model, info = cls.from_pretrained(
-            folder, ignore_mismatched_sizes=True, output_loading_info=True
+            folder, ignore_mismatched_sizes=True, output_loading_info=True, **load
         )
     except Exception as e:  # missing or truncated weights, unreadable files: all findings
         report.problems.append(f"the weights (model.safetensors) do not load: {one_line(e)}")
@@ -249,12 +303,14 @@ def _generate(model: Any, inputs: dict, report: VerifyReport) -> None:
         report.problems.append(f"generate failed: {one_line(e)}")
 
 
-def _reload(model: Any, cls: Any, folder: Path, inputs: dict, report: VerifyReport) -> None:
+def _reload(
+    model: Any, cls: Any, folder: Path, inputs: dict, report: VerifyReport, load: dict
+) -> None:
     import torch
 
     model.eval()
     try:
-        again = cls.from_pretrained(folder).eval()
+        again = cls.from_pretrained(folder, **load).eval()
         with torch.no_grad():
             a, b = _first_tensor(model(**inputs)), _first_tensor(again(**inputs))
         report.reload_equal = bool(torch.equal(a, b))
@@ -265,7 +321,7 @@ def _reload(model: Any, cls: Any, folder: Path, inputs: dict, report: VerifyRepo
         report.problems.append("logits after reload differ from the saved model's")
 
 
-def _tokenizer(model: Any, folder: Path, inputs: dict, report: VerifyReport) -> None:
+def _tokenizer(model: Any, folder: Path, inputs: dict, report: VerifyReport, trust: bool) -> None:
     """Check the tokenizer shipped beside the model, then run the model on its encoding of the probe."""
     import torch
     from transformers import AutoTokenizer
@@ -282,11 +338,13 @@ def _tokenizer(model: Any, folder: Path, inputs: dict, report: VerifyReport) -> 
                 "source's tokenizer files"
             )
         return
-    report.tokenizer = check_tokenizer(folder)
+    report.tokenizer = check_tokenizer(folder, trust_remote_code=trust)
     report.problems += [f"tokenizer: {p}" for p in report.tokenizer.get("problems", [])]
     if "input_ids" not in inputs:
         return
-    ids = AutoTokenizer.from_pretrained(folder)(PROBE, return_tensors="pt")["input_ids"]
+    ids = AutoTokenizer.from_pretrained(folder, trust_remote_code=trust)(
+        PROBE, return_tensors="pt"
+    )["input_ids"]
     ids = ids[
         :, : getattr(model.config.get_text_config(decoder=True), "max_position_embeddings", None)
     ]

@@ -155,9 +155,10 @@ def load_model(path: Path) -> Any:
     """Load a tiny model folder with the class named in its config (``architectures[0]``)."""
     import transformers
 
+    from tinykit.model.verify import architecture_class
+
     config = transformers.AutoConfig.from_pretrained(path)
-    cls = getattr(transformers, (config.architectures or ["AutoModel"])[0])
-    return cls.from_pretrained(path)
+    return architecture_class(config, path).from_pretrained(path)
 
 
 def load_tokenizer(path: Path) -> Any:

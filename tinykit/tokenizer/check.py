@@ -38,8 +38,13 @@ def _expected_round_trip(tj: dict, text: str) -> str:
     return text
 
 
-def check_tokenizer(folder: Path, model_dir: Path | None = None) -> dict:
-    """Check the tokenizer in `folder` (and, with `model_dir`, a forward pass of that model)."""
+def check_tokenizer(
+    folder: Path, model_dir: Path | None = None, *, trust_remote_code: bool = False
+) -> dict:
+    """Check the tokenizer in `folder` (and, with `model_dir`, a forward pass of that model).
+
+    ``trust_remote_code``: the folder is a model's with its own code (``auto_map``), which the
+    caller was allowed to run; transformers reads that config to pick the tokenizer class."""
     from transformers import AutoTokenizer
 
     from tinykit.tokenizer.source import has_tokenizer_files
@@ -52,7 +57,7 @@ def check_tokenizer(folder: Path, model_dir: Path | None = None) -> dict:
             "Build one first: tinykit make-tiny-tokenizer SOURCE -o DIR."
         )
     problems: list[str] = []
-    tok = AutoTokenizer.from_pretrained(folder)
+    tok = AutoTokenizer.from_pretrained(folder, trust_remote_code=trust_remote_code)
     tj = json.loads(tok.backend_tokenizer.to_str())
     size = len(tok)
     kind = tjson.tokenizer_kind(tj)
