@@ -296,6 +296,14 @@ TABLE: dict[str, dict[str, Row]] = {
         "project bad layers": row("mem project {in}/nope --layers 2,1", 2, "LO < HI"),
         "project bad seq": row("mem project {in}/nope --seq 0", 2, "--seq"),
     },
+    "dumps": {
+        "missing folder": row("dumps diff {in}/nope {in}/nope", 2, "nope"),
+        "not a dump": row("dumps diff {in}/empty {in}/empty", 2, "not a tinykit dump"),
+        "a file": row("dumps diff {in}/a-file {in}/a-file", 2, "a-file"),
+        "manifest not json": row("dumps diff {in}/cfg-bad {in}/cfg-bad", 2, "no manifest"),
+        "atol negative": row("dumps diff {in}/empty {in}/empty --atol -1", 2, "--atol"),
+        "no action": row("dumps", 2, "required"),
+    },
     "hub serve": {
         "missing folder": row("hub serve {in}/nope", 2, "nope"),
         "a file": row("hub serve {in}/a-file", 2, "a-file"),

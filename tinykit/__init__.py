@@ -15,6 +15,13 @@ from tinykit._versions import __version__
 _LAZY = {
     "HubServer": "tinykit.hub.server",
     "build_standins": "tinykit.standins.build",
+    "NumericsError": "tinykit.errors",
+    "describe": "tinykit.numerics.describe",
+    "detect_anomalies": "tinykit.numerics.anomaly",
+    "diff_dumps": "tinykit.numerics.diff",
+    "full_precision": "tinykit.numerics.describe",
+    "one_line_repr": "tinykit.numerics.describe",
+    "record": "tinykit.numerics.record",
     "check_determinism": "tinykit.repro.determinism",
     "fixture_path": "tinykit.artifacts.lookup",
     "make_synthetic_dataset": "tinykit.dataset.synthetic",
@@ -41,20 +48,27 @@ _MODULES = {
 
 __all__ = [  # every name of _LAZY and _MODULES (tests/test_import_is_light.py checks they load)
     "HubServer",
+    "NumericsError",
     "ShrinkSpec",
     "__version__",
     "build_standins",
     "check_determinism",
     "check_leaks",
+    "describe",
+    "detect_anomalies",
+    "diff_dumps",
     "env",
     "errors",
     "fixture_path",
+    "full_precision",
     "make_synthetic_dataset",
     "make_tiny",
     "make_tiny_dataset",
     "make_tiny_tokenizer",
     "memory",
     "project_memory",
+    "one_line_repr",
+    "record",
     "run_distributed",
     "seed",
     "seed_everything",
@@ -69,6 +83,7 @@ if TYPE_CHECKING:
     from tinykit.dataset.build import make_tiny_dataset
     from tinykit.dataset.synthetic import make_synthetic_dataset
     from tinykit.distributed.launch import run_distributed
+    from tinykit.errors import NumericsError
     from tinykit.hub.server import HubServer
     from tinykit.memory.leaks import check_leaks
     from tinykit.memory.project import project_memory
@@ -77,6 +92,10 @@ if TYPE_CHECKING:
     from tinykit.model.slice import slice_model
     from tinykit.model.spec import ShrinkSpec
     from tinykit.model.verify import verify
+    from tinykit.numerics.anomaly import detect_anomalies
+    from tinykit.numerics.describe import describe, full_precision, one_line_repr
+    from tinykit.numerics.diff import diff_dumps
+    from tinykit.numerics.record import record
     from tinykit.repro import env, seed
     from tinykit.repro.determinism import check_determinism
     from tinykit.repro.seed import seed_everything

@@ -92,6 +92,12 @@ class DistributedTestFailed(CheckFailed):
     timed_out: bool
 
 
+class NumericsError(CheckFailed):
+    """A NaN or Inf appeared in a watched model (.report: step, module, tensor, frames; JSON)."""
+
+    report: dict
+
+
 class SnapshotMismatch(CheckFailed):
     """A tensor differs from its golden snapshot."""
 

@@ -8,13 +8,24 @@ the gradient of its inputs, as `outputs`), so a nondeterministic backward is att
 module. `probe(name, *tensors)` adds a record for tensors that no module produces
 (a data batch, a loss). Hashes are blake2b over the raw bytes, so equal hashes mean bitwise equal;
 `torch.hash_tensor` is an order-insensitive xor and would miss a shuffled batch.
+
+The same recorder serves the numerics debugger (`tinykit.record`, `tinykit.detect_anomalies`):
+scoped to one `model` and a `modules` glob, with a `summary` mode ("hash" for determinism, "stats"
+for dumps, "minmax" for the anomaly detector: abs-min/abs-max only, one host sync per call), a
+ring buffer of the last `frames` records, a step counter, and a `sink` that sees each record with
+its raw tensors (the dump writer, the detector). Forwards that activation checkpointing re-runs
+during backward are recorded as kind "recompute", so they are marked and not counted twice.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import fnmatch
 import hashlib
+import os
 import weakref
-from collections.abc import Iterator, Mapping
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +33,7 @@ if TYPE_CHECKING:
     import torch
 
 _active: list[Recorder] = []  # every recorder now active, outermost first
+_RAISED = object()
 
 # Tensors up to this many elements keep a copy, so a report can say how much two runs differ
 # (max |delta|, how many elements) instead of only that their hashes differ.
@@ -39,6 +51,24 @@ class TensorSummary:
     std: float | None = None
     absmax: float | None = None
     values: Any = None  # a flat CPU copy: small tensors always, any size when a tolerance is used
+    name: str = ""  # where it was found: "input[0]", "input.labels", "output.logits", "weight"
+    absmin: float | None = None
+    min: float | None = None
+    max: float | None = None
+    nonzero_absmin: float | None = None  # the smallest |x| > 0: how close to underflow
+    nan: int = 0
+    posinf: int = 0
+    neginf: int = 0
+    zeros: int | None = None
+
+    @property
+    def finite(self) -> bool:
+        return not (self.nan or self.posinf or self.neginf)
+
+    def flags(self) -> str:
+        """ "NaN! +Inf!" style flags, "" when the tensor is finite."""
+        found = [(self.nan, "NaN"), (self.posinf, "+Inf"), (self.neginf, "-Inf")]
+        return " ".join(f"{label}!({n})" for n, label in found if n)
 
     def stats(self) -> str:
         if self.mean is None:
@@ -65,6 +95,9 @@ class Record:
     outputs: list[TensorSummary] = field(default_factory=list)
     state: str = ""  # hash of the parameters and buffers of the module and its submodules
     parent: str = ""  # the module whose forward called this one ("" for a root)
+    step: int = 0
+    cls: str = ""  # the module's class name
+    params: list[TensorSummary] = field(default_factory=list)  # its own, with what="param"
 
     @property
     def key(self) -> tuple[str, str, int]:
@@ -85,6 +118,30 @@ def iter_tensors(value: Any) -> Iterator[torch.Tensor]:
             yield from iter_tensors(v)
 
 
+def named_tensors(value: Any, prefix: str) -> Iterator[tuple[str, torch.Tensor]]:
+    """(label, tensor) pairs in `iter_tensors` order: "input[0]", "output.logits", "output[1][0]"."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        yield prefix, value
+    elif isinstance(value, Mapping):
+        for k, v in value.items():
+            yield from named_tensors(v, f"{prefix}.{k}")
+    elif isinstance(value, (tuple, list)):
+        for i, v in enumerate(value):
+            yield from named_tensors(v, f"{prefix}[{i}]")
+
+
+def _call_tensors(args: Any, kwargs: Any) -> list[tuple[str, torch.Tensor]]:
+    return [*named_tensors(tuple(args), "input"), *named_tensors(dict(kwargs or {}), "input")]
+
+
+def _output_tensors(output: Any) -> list[tuple[str, torch.Tensor]]:
+    if isinstance(output, (tuple, list)) and len(output) == 1:
+        output = output[0]
+    return list(named_tensors(output, "output"))
+
+
 def _flat_and_hash(t: torch.Tensor) -> tuple[torch.Tensor, str]:
     import torch
 
@@ -96,24 +153,162 @@ def _flat_and_hash(t: torch.Tensor) -> tuple[torch.Tensor, str]:
     return flat, digest.hexdigest()
 
 
-def summarize(t: torch.Tensor, keep_values: bool) -> TensorSummary:
+def _dtype(t: torch.Tensor) -> str:
+    return str(t.dtype).removeprefix("torch.")
+
+
+def summarize(
+    t: torch.Tensor,
+    keep_values: bool,
+    name: str = "",
+    full_stats: bool = False,
+    with_hash: bool = True,
+) -> TensorSummary:
+    """Hash, shape, dtype, mean/std/absmax; `full_stats` adds min/max, abs-min, the smallest
+    non-zero |x| and counts of NaN, +Inf, -Inf and zeros (what a dump index and `describe`
+    hold), with mean/std/min/max over the finite elements."""
     import torch
 
-    flat, digest = _flat_and_hash(t)
+    if with_hash:
+        flat, digest = _flat_and_hash(t)
+    else:
+        flat, digest = t.detach().to("cpu").reshape(-1), ""
     mean = std = absmax = None
+    extra: dict[str, Any] = {}
     if flat.numel() and not (t.is_complex() or t.dtype == torch.bool):
-        f64 = flat.to(torch.float64)
-        mean, absmax = f64.mean().item(), f64.abs().max().item()
-        std = f64.std().item() if flat.numel() > 1 else 0.0
+        if full_stats:
+            mean, std, absmax, extra = _full_stats(flat)
+        else:
+            f64 = flat.to(torch.float64)
+            mean, absmax = f64.mean().item(), f64.abs().max().item()
+            std = f64.std().item() if flat.numel() > 1 else 0.0
+    # small tensors keep a copy for determinism reports; a stats recording (dumps) does not
+    keep = keep_values or (with_hash and not full_stats and flat.numel() <= KEEP_VALUES_UP_TO)
     return TensorSummary(
         hash=digest,
         shape=tuple(t.shape),
-        dtype=str(t.dtype).replace("torch.", ""),
+        dtype=_dtype(t),
         mean=mean,
         std=std,
         absmax=absmax,
-        values=flat.clone() if keep_values or flat.numel() <= KEEP_VALUES_UP_TO else None,
+        values=flat.clone() if keep else None,
+        name=name,
+        **extra,
     )
+
+
+def _full_stats(flat: torch.Tensor) -> tuple[Any, Any, Any, dict[str, Any]]:
+    """(mean, std, absmax, the other fields) in a few fused reductions and one host sync;
+    float32 (float64 for float64 input) is enough for statistics."""
+    import torch
+
+    x = flat.float() if flat.is_floating_point() and flat.dtype != torch.float64 else flat.double()
+    finite_mask = x.isfinite()
+    counts = {"nan": 0, "posinf": 0, "neginf": 0}
+    finite = x
+    if not bool(finite_mask.all()):
+        counts = {
+            "nan": int(x.isnan().sum()),
+            "posinf": int((x == float("inf")).sum()),
+            "neginf": int((x == float("-inf")).sum()),
+        }
+        finite = x[finite_mask]
+    if not finite.numel():
+        return None, None, None, {**counts, "zeros": 0}
+    absf = finite.abs()
+    std, mean = torch.std_mean(finite) if finite.numel() > 1 else (finite.new_zeros(()), finite[0])
+    values = torch.stack(
+        [
+            *torch.aminmax(finite),
+            *torch.aminmax(absf),
+            absf.masked_fill(absf == 0, float("inf")).min(),
+            (finite == 0).sum().to(x.dtype),
+            mean,
+            std,
+        ]
+    ).tolist()
+    lo, hi, amin, amax, nz, zeros, mean_v, std_v = values
+    extra = {
+        **counts,
+        "zeros": int(zeros),
+        "absmin": amin,
+        "min": lo,
+        "max": hi,
+        "nonzero_absmin": None if nz == float("inf") else nz,
+    }
+    return mean_v, std_v, amax, extra
+
+
+def minmax_summaries(
+    named: list[tuple[str, torch.Tensor]], seen: dict[int, tuple[Any, int, TensorSummary]]
+) -> list[TensorSummary]:
+    """Abs-min and abs-max of each tensor with ONE host sync for all of them (the detector's
+    per-call cost); NaN/Inf counts are filled in only for a tensor that is not finite.
+
+    `seen` maps id(tensor) to (weakref, version, summary) of tensors summarised before in this
+    step: an input that is the unchanged output of the previous module is not reduced again.
+    """
+    import torch
+
+    out: list[TensorSummary | None] = [None] * len(named)
+    todo: list[int] = []
+    reductions: list[torch.Tensor] = []
+    for i, (name, t) in enumerate(named):
+        ref, version, known = seen.get(id(t), (None, -1, None))
+        if known is not None and ref is not None and ref() is t and version == t._version:
+            out[i] = known if known.name == name else dataclasses.replace(known, name=name)
+        elif t.is_floating_point() and t.numel() > 0:
+            todo.append(i)
+            reductions.extend(torch.aminmax(t.detach().abs()))
+        else:
+            out[i] = TensorSummary(hash="", shape=tuple(t.shape), dtype=_dtype(t), name=name)
+    if todo:
+        if len({r.dtype for r in reductions}) > 1:
+            reductions = [r.float() for r in reductions]
+        values = torch.stack(reductions).tolist()
+        for j, i in enumerate(todo):
+            name, t = named[i]
+            absmin, absmax = values[2 * j], values[2 * j + 1]
+            counts: dict[str, int] = {}
+            if not absmax < float("inf"):  # inf or NaN somewhere
+                d = t.detach()
+                counts = {
+                    "nan": int(d.isnan().sum()),
+                    "posinf": int((d == float("inf")).sum()),
+                    "neginf": int((d == float("-inf")).sum()),
+                }
+            summary = TensorSummary(
+                hash="",
+                shape=tuple(t.shape),
+                dtype=_dtype(t),
+                absmax=absmax,
+                absmin=absmin,
+                name=name,
+                **counts,
+            )
+            out[i] = summary
+            seen[id(t)] = (weakref.ref(t), t._version, summary)
+    return [s for s in out if s is not None]
+
+
+SUMMARIES = ("hash", "stats", "minmax", "none")
+WHAT = ("input", "output", "grad", "param")
+
+
+class Sink:
+    """What a recorder hands each record to (the dump writer, the anomaly detector)."""
+
+    def on_record(self, rec: Recorder, record: Record, tensors: RawTensors) -> None:
+        """`tensors`: the raw (inputs, outputs) of the record, labelled as its summaries are."""
+
+    def on_step(self, rec: Recorder, step: int) -> None:
+        """Step `step` is over (the next one began, or the recorder is closing)."""
+
+    def close(self, error: BaseException | None) -> Any:
+        """The recorder exited (`error`: what the body raised, if anything)."""
+
+
+RawTensors = tuple[list[tuple[str, "torch.Tensor"]], list[tuple[str, "torch.Tensor"]]]
 
 
 class Recorder:
@@ -121,19 +316,69 @@ class Recorder:
 
     Recorders stack: each one active at a time (say a determinism check and an anomaly detector)
     sees every call, and each removes all of its hooks on exit, also when the body raised.
+
+    Without `model` every module called is recorded, named from the first module called outside
+    any other (a root). With `model`, only its modules are, by their names in it, and each
+    top-level call of `model` after the first starts a new step (unless `next_step()` is called,
+    which then counts steps alone). `modules` is a glob (or several) on qualified names; `what`
+    picks inputs, outputs, gradients (backward) and the module's own parameters ("param");
+    `steps` records only those steps; `frames` keeps only the last N records (a ring buffer).
     """
 
-    def __init__(self, keep_values: bool = False) -> None:
+    def __init__(
+        self,
+        keep_values: bool = False,
+        *,
+        model: torch.nn.Module | None = None,
+        modules: str | Iterable[str] = "*",
+        what: Iterable[str] = ("input", "output", "grad"),
+        summary: str = "hash",
+        frames: int | None = None,
+        steps: Iterable[int] | range | None = None,
+        sink: Sink | None = None,
+        auto_steps: bool | None = None,
+    ) -> None:
+        from tinykit.errors import UsageError
+
+        self.what = frozenset(what)
+        if unknown := sorted(self.what - set(WHAT)) or summary not in SUMMARIES:
+            raise UsageError(
+                f"Recorder(what={sorted(self.what)}, summary={summary!r}): unknown "
+                f"{unknown or summary!r}. Use what from {WHAT} and summary from {SUMMARIES}."
+            )
+        if frames is not None and frames < 1:
+            raise UsageError(f"Recorder(frames={frames}) keeps nothing. Pass frames >= 1 or None.")
         self.keep_values = keep_values
-        self.records: list[Record] = []
+        self.model = model
+        self.patterns = (modules,) if isinstance(modules, str) else tuple(modules)
+        self.summary = summary
+        self.records: list[Record] | deque[Record] = deque(maxlen=frames) if frames else []
+        # a set, or anything with `in` (range(0, 2**62, k): every k-th step)
+        self.steps: range | frozenset[int] | None = (
+            steps if steps is None or isinstance(steps, range) else frozenset(steps)
+        )
+        self.sink = sink
+        self.step = 0
+        # steps: top-level calls of `model`, or with auto_steps and no model, of any root
+        self._auto_step = model is not None if auto_steps is None else auto_steps
+        self._model_calls = 0
         self._names: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._wanted: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._foreign: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._seen: dict[int, tuple[Any, int, TensorSummary]] = {}  # minmax, this step
         self._roots = 0
-        self._stack: list[tuple[int, str]] = []  # (seq, name) of the forward calls in progress
+        # (seq, name, kind) of the forward calls in progress; kind None: seen, not recorded
+        self._stack: list[tuple[int, str, str | None]] = []
         self._seq = 0
         self._calls: dict[tuple[str, str], int] = {}
         self._handles: list[Any] = []  # module, tensor and autograd-node hooks, removed on exit
         self._hashes: dict[int, tuple[Any, int, str]] = {}  # id -> (weakref, version, hash)
         self._open = False
+        self.result: Any = None  # what the sink's close returned (a dump's folder)
+        if model is not None:
+            root = type(model).__name__
+            for sub_name, sub in model.named_modules():
+                self._names.setdefault(sub, sub_name or root)
 
     def __enter__(self) -> Recorder:
         from torch.nn.modules import module as nn_module
@@ -148,25 +393,70 @@ class Recorder:
         ]
         return self
 
+    def close(self) -> None:
+        """Stop recording (as leaving the `with` block does); a second call does nothing."""
+        self.__exit__(None, None, None)
+
     def __exit__(self, *exc: object) -> None:
+        if self not in _active:
+            return
         self._open = False
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
         self._hashes.clear()
+        self._seen.clear()
         _active.remove(self)
+        if self.sink is not None:
+            if exc[0] is None:
+                self.sink.on_step(self, self.step)
+            self.result = self.sink.close(exc[1] if isinstance(exc[1], BaseException) else None)
+
+    def next_step(self) -> None:
+        """End the current step; from now on only these calls count steps."""
+        self._auto_step = False
+        self._end_step()
+
+    def _end_step(self) -> None:
+        if self.sink is not None:
+            self.sink.on_step(self, self.step)
+        self.step += 1
+        self._seen.clear()
+        # Hooks on the tensors and graph nodes of finished steps die with them: drop their
+        # handles, so a long run under a ring buffer keeps a flat memory.
+        self._handles = self._handles[:2] + [
+            h for h in self._handles[2:] if h.hooks_dict_ref() is not None
+        ]
+
+    @property
+    def recording(self) -> bool:
+        return self.steps is None or self.step in self.steps
 
     def _next_seq(self) -> int:
         self._seq += 1
         return self._seq
 
-    def _add(self, seq: int, module: str, kind: str, **fields: Any) -> None:
+    def _add(self, seq: int, module: str, kind: str, raw: RawTensors = ([], []), **fields: Any):
         call = self._calls.get((module, kind), 0)
         self._calls[(module, kind)] = call + 1
-        self.records.append(Record(seq=seq, module=module, kind=kind, call=call, **fields))
+        record = Record(seq=seq, module=module, kind=kind, call=call, step=self.step, **fields)
+        self.records.append(record)
+        if self.sink is not None:
+            self.sink.on_record(self, record, raw)
 
-    def _name(self, module: torch.nn.Module) -> str:
+    def _name(self, module: torch.nn.Module) -> str | None:
         if module not in self._names:
+            if self.model is not None:
+                if module in self._foreign:
+                    return None
+                # a submodule swapped in after the recorder started: name the tree again
+                root = type(self.model).__name__
+                for sub_name, sub in self.model.named_modules():
+                    self._names.setdefault(sub, sub_name or root)
+                if module not in self._names:
+                    self._foreign[module] = True  # not part of the model this recorder watches
+                    return None
+                return self._names[module]
             # A module first called outside any other module is a root: name its whole tree now.
             self._roots += 1
             prefix = "" if self._roots == 1 else f"{type(module).__name__}#{self._roots}."
@@ -178,6 +468,15 @@ class Recorder:
                     else (prefix.rstrip(".") or type(module).__name__),
                 )
         return self._names[module]
+
+    def _is_wanted(self, module: torch.nn.Module, name: str) -> bool:
+        wanted = self._wanted.get(module)
+        if wanted is None:
+            wanted = self.patterns == ("*",) or any(
+                fnmatch.fnmatchcase(name, p) for p in self.patterns
+            )
+            self._wanted[module] = wanted
+        return wanted
 
     def _tensor_hash(self, t: torch.Tensor) -> str:
         # Parameters change only in place (optimizer steps bump their version counter), so a
@@ -203,34 +502,83 @@ class Recorder:
                 digest.update(self._tensor_hash(t).encode())
         return digest.hexdigest()
 
-    def _pre_hook(self, module: torch.nn.Module, args: Any) -> None:
-        self._stack.append((self._next_seq(), self._name(module)))
+    def summaries(self, named: list[tuple[str, torch.Tensor]]) -> list[TensorSummary]:
+        if len(self._seen) > 100_000:  # one very long step: stay bounded
+            self._seen.clear()
+        if self.summary == "minmax":
+            return minmax_summaries(named, self._seen)
+        if self.summary == "none":  # the sink looks at the raw tensors itself
+            return []
+        if self.summary == "hash":
+            return [summarize(t, self.keep_values, n) for n, t in named]
+        out = []
+        for n, t in named:  # stats: an input that is an unchanged earlier output is not redone
+            ref, version, known = self._seen.get(id(t), (None, -1, None))
+            if known is not None and ref is not None and ref() is t and version == t._version:
+                out.append(known if known.name == n else dataclasses.replace(known, name=n))
+                continue
+            summary = summarize(t, self.keep_values, n, full_stats=True)
+            self._seen[id(t)] = (weakref.ref(t), t._version, summary)
+            out.append(summary)
+        return out
 
-    def _post_hook(self, module: torch.nn.Module, args: Any, kwargs: Any, output: Any) -> None:
+    def _pre_hook(self, module: torch.nn.Module, args: Any) -> None:
+        import torch
+
+        name = self._name(module)
+        # Inside a backward pass a forward is activation checkpointing recomputing it.
+        recompute = torch._C._current_graph_task_id() != -1
+        if (
+            (module is self.model or (self.model is None and self._auto_step))
+            and not self._stack
+            and not recompute
+        ):
+            if self._auto_step and self._model_calls:
+                self._end_step()
+            self._model_calls += 1
+        kind = None
+        if name is not None and self.recording and self._is_wanted(module, name):
+            kind = "recompute" if recompute else "forward"
+        self._stack.append((self._next_seq() if kind else 0, name or "", kind))
+
+    def _post_hook(
+        self, module: torch.nn.Module, args: Any, kwargs: Any, output: Any = _RAISED
+    ) -> None:
         if not self._stack:  # a call that began before this recorder was entered
             return
-        seq, name = self._stack.pop()  # runs also when forward raised (always_call=True)
-        parent = self._stack[-1][1] if self._stack else ""
-        inputs = list(iter_tensors((args, kwargs)))
-        outs = list(iter_tensors(output))
+        seq, name, kind = self._stack.pop()  # runs also when forward raised (always_call=True)
+        if output is _RAISED and kind == "recompute":
+            # checkpointing stops a recomputation (by raising) once it has what backward needs
+            output = None
+        if kind is None or output is _RAISED:  # torch passes no output when forward raised
+            return
+        parent = next((n for _, n, k in reversed(self._stack) if k), "")
+        inputs = _call_tensors(args, kwargs)
+        outs = _output_tensors(output)
+        what = self.what
         self._add(
             seq,
             name,
-            "forward",
-            inputs=[summarize(t, self.keep_values) for t in inputs],
+            kind,
+            raw=(inputs if "input" in what else [], outs if "output" in what else []),
+            inputs=self.summaries(inputs) if "input" in what else [],
             parent=parent,
-            outputs=[summarize(t, self.keep_values) for t in outs],
-            state=self._state_hash(module),
+            outputs=self.summaries(outs) if "output" in what else [],
+            state=self._state_hash(module) if self.summary == "hash" else "",
+            cls=type(module).__name__,
+            params=self.summaries(list(module.named_parameters(recurse=False)))
+            if "param" in what
+            else [],
         )
-        if any(t.requires_grad for t in outs):
-            _Backward(self, name, parent, inputs, outs)
+        if kind == "forward" and "grad" in what and any(t.requires_grad for _, t in outs):
+            _Backward(self, name, parent, inputs, outs, type(module).__name__)
 
     def _hook(self, handle: Any) -> None:
         self._handles.append(handle)
 
     def probe(self, name: str, tensors: tuple[Any, ...]) -> None:
-        outs = [summarize(t, self.keep_values) for t in iter_tensors(tensors)]
-        self._add(self._next_seq(), name, "probe", outputs=outs)
+        named = list(named_tensors(tensors, "probe"))
+        self._add(self._next_seq(), name, "probe", raw=([], named), outputs=self.summaries(named))
 
 
 class _Backward:
@@ -250,13 +598,19 @@ class _Backward:
         rec: Recorder,
         name: str,
         parent: str,
-        inputs: list[torch.Tensor],
-        outs: list[torch.Tensor],
+        named_inputs: list[tuple[str, torch.Tensor]],
+        named_outs: list[tuple[str, torch.Tensor]],
+        cls: str = "",
     ) -> None:
-        self.rec, self.name, self.parent = rec, name, parent
+        self.rec, self.name, self.parent, self.cls = rec, name, parent, cls
+        self.out_names = [f"grad {n}" for n, _ in named_outs]
+        grad_inputs = [(n, t) for n, t in named_inputs if t.requires_grad]
+        self.in_names = [f"grad {n}" for n, _ in grad_inputs]
+        outs = [t for _, t in named_outs]
         self.grad_outs: list[torch.Tensor | None] = [None] * len(outs)
         self.grad_ins: list[torch.Tensor | None] = []
-        consumers = self._consumers([t for t in inputs if t.requires_grad], outs)
+        self.step = rec.step  # the step of the forward: a backward runs before the next one
+        consumers = self._consumers([t for _, t in grad_inputs], outs)
         self.consumers = self.pending = len(consumers)
         for i, t in enumerate(outs):
             if t.requires_grad:
@@ -313,7 +667,7 @@ class _Backward:
             self.grad_outs[i] = grad.detach()
             if not self.consumers:  # no input gradient to wait for: record this as it arrives
                 label = self.name if n == 1 else f"{self.name}[{i}]"
-                self._write(label, [grad], [])
+                self._write(label, [(self.out_names[i], grad)], [])
 
         return hook
 
@@ -330,8 +684,16 @@ class _Backward:
             if self.pending == 0:
                 self._write(
                     self.name,
-                    [g for g in self.grad_outs if g is not None],
-                    [g for g in self.grad_ins if g is not None],
+                    [
+                        (n, g)
+                        for n, g in zip(self.out_names, self.grad_outs, strict=True)
+                        if g is not None
+                    ],
+                    [
+                        (n, g)
+                        for n, g in zip(self.in_names, self.grad_ins, strict=True)
+                        if g is not None
+                    ],
                 )
                 # a second backward through a retained graph runs the same nodes again
                 self.pending = self.consumers
@@ -339,16 +701,27 @@ class _Backward:
 
         return hook
 
-    def _write(self, label: str, grad_outs: list[Any], grad_ins: list[Any]) -> None:
-        keep = self.rec.keep_values
-        self.rec._add(
-            self.rec._next_seq(),
-            label,
-            "grad",
-            parent=self.parent,
-            inputs=[summarize(g, keep) for g in grad_outs],
-            outputs=[summarize(g, keep) for g in grad_ins],
-        )
+    def _write(
+        self,
+        label: str,
+        grad_outs: list[tuple[str, torch.Tensor]],
+        grad_ins: list[tuple[str, torch.Tensor]],
+    ) -> None:
+        rec = self.rec
+        step, rec.step = rec.step, self.step  # recorded under its forward's step
+        try:
+            rec._add(
+                rec._next_seq(),
+                label,
+                "grad",
+                raw=(grad_outs, grad_ins),
+                parent=self.parent,
+                cls=self.cls,
+                inputs=rec.summaries(grad_outs),
+                outputs=rec.summaries(grad_ins),
+            )
+        finally:
+            rec.step = step
 
 
 def probe(name: str, *tensors: Any) -> None:
@@ -359,3 +732,62 @@ def probe(name: str, *tensors: Any) -> None:
     """
     for rec in _active:
         rec.probe(name, tensors)
+
+
+def record(
+    model: torch.nn.Module,
+    modules: str | Iterable[str] = "*",
+    what: Iterable[str] = ("input", "output", "grad"),
+    steps: Iterable[int] | None = None,
+    tensors: str = "stats",
+    out: str | os.PathLike[str] | None = None,
+    max_bytes: int | None = None,
+    *,
+    frames: int | None = None,
+) -> Recorder:
+    """Record every call of `model`'s modules (matching the `modules` glob): a context manager.
+
+    Args:
+        model: the model; its top-level calls after the first start new steps (or call
+            `rec.next_step()`).
+        modules: glob(s) on qualified names, e.g. "model.layers.*.mlp".
+        what: any of "input", "output", "grad" (each module's backward: the gradient it received
+            and the one it passed on) and "param" (the module's own parameters).
+        steps: record only these steps (None: all).
+        tensors: "stats" (hash, shape, dtype, min/max/mean/std, NaN/Inf/zero counts) or "full"
+            (also the tensors, into safetensors shards; needs `out`).
+        out: a new folder to write the dump into (read it with `tinykit.diff_dumps` or
+            `tinykit dumps diff`); None keeps the records in memory (`rec.records`).
+        max_bytes: a bound on the dump's size; records past it are left out and the manifest
+            says `truncated`.
+        frames: keep only the last N records in memory (a ring buffer; the dump keeps all).
+    """
+    from tinykit.errors import UsageError
+
+    if tensors not in ("stats", "full"):
+        raise UsageError(f"record(tensors={tensors!r}) is unknown. Use 'stats' or 'full'.")
+    if tensors == "full" and out is None:
+        raise UsageError("record(tensors='full') writes tensors to disk: pass out=DIR too.")
+    if max_bytes is not None and max_bytes < 1:
+        raise UsageError(f"record(max_bytes={max_bytes}) must be >= 1 or None.")
+    sink = None
+    if out is not None:
+        from tinykit.numerics.dumps import DumpWriter
+
+        options = {
+            "modules": [modules] if isinstance(modules, str) else list(modules),
+            "what": sorted(what),
+            "steps": None if steps is None else sorted(steps),
+            "tensors": tensors,
+            "max_bytes": max_bytes,
+        }
+        sink = DumpWriter(out, model, tensors, max_bytes, options)
+    return Recorder(
+        model=model,
+        modules=modules,
+        what=what,
+        summary="stats",
+        frames=frames,
+        steps=steps,
+        sink=sink,
+    )

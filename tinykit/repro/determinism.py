@@ -151,7 +151,7 @@ def record_run(
     start = time.perf_counter()
     with Recorder(keep_values=keep_values) as rec:
         fn()
-    return rec.records, time.perf_counter() - start
+    return list(rec.records), time.perf_counter() - start
 
 
 def compare(a: list[Record], b: list[Record], atol: float = 0, run: int = 1) -> FirstDiff | None:

@@ -1,0 +1,157 @@
+"""What the numerics debugger costs per training step, beside the tools it replaces.
+
+    python benchmarks/numerics.py [--reps 2] [--rss-steps 1000]
+
+Two models, forward + backward + SGD step on CPU, one intra-op thread (steadier on a shared
+machine): the tiny-llama fixture (2 layers, hidden 32) and a ~10M-parameter 12-layer Llama
+(hidden 256, built from its config). Per model, side by side: a plain step, `detect_anomalies`
+(full, and sampled every 10th step), transformers' `DebugUnderflowOverflow` (forward only),
+`torch.autograd.detect_anomaly` (backward only), and `tinykit.record` with stats in memory
+(ring buffer of 1000 records). The sampled mode runs 10 steps per sample (one checked). Modes alternate, --reps times; the table gives the median CPU
+seconds per step and the ratio to the plain step. Then the RSS of a `detect_anomalies` run
+(21-frame ring buffer) at step 10 and at step --rss-steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import resource
+import statistics
+import sys
+import warnings
+from contextlib import nullcontext
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import psutil  # noqa: E402
+import torch  # noqa: E402
+import transformers  # noqa: E402
+
+import tinykit  # noqa: E402
+
+GOALS = {"detect full": 1.5, "detect sampled": 1.1, "record stats": 2.0}
+
+
+def cpu_seconds() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def tiny_decoder() -> torch.nn.Module:
+    path = tinykit.fixture_path("tiny-llama")
+    return transformers.AutoModelForCausalLM.from_pretrained(path)
+
+
+def ten_million() -> torch.nn.Module:
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(
+        hidden_size=256,
+        intermediate_size=688,
+        num_hidden_layers=12,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        vocab_size=1024,
+        max_position_embeddings=128,
+        use_cache=False,
+    )
+    return transformers.LlamaForCausalLM(config)
+
+
+def modes(model: torch.nn.Module) -> dict[str, tuple[torch.nn.Module, object]]:
+    """name -> (the model to step, a factory of the context the steps run in)."""
+    from transformers.debug_utils import DebugUnderflowOverflow
+
+    duo_model = copy.deepcopy(model)
+    DebugUnderflowOverflow(duo_model)  # its hooks cannot be removed: it gets its own copy
+    return {
+        "plain": (model, nullcontext),
+        "detect full": (model, lambda: tinykit.detect_anomalies(model)),
+        "detect sampled": (model, lambda: tinykit.detect_anomalies(model, every=10)),
+        "DebugUnderflowOverflow": (duo_model, nullcontext),
+        "autograd.detect_anomaly": (model, torch.autograd.detect_anomaly),
+        "record stats": (model, lambda: tinykit.record(model, frames=1000)),
+    }
+
+
+def run_steps(model: torch.nn.Module, ids: torch.Tensor, steps: int, context) -> float:
+    opt = torch.optim.SGD(model.parameters(), lr=1e-4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # detect_anomaly warns that it is on, every time
+        start = cpu_seconds()
+        with context():
+            for _ in range(steps):
+                model(input_ids=ids, labels=ids).loss.backward()
+                opt.step()
+                opt.zero_grad()
+        return (cpu_seconds() - start) / steps
+
+
+def bench(name: str, model: torch.nn.Module, ids: torch.Tensor, steps: int, reps: int) -> None:
+    table = modes(model)
+    for m, _ in table.values():  # warm up every model once
+        run_steps(m, ids, 2, nullcontext)
+    samples: dict[str, list[float]] = {k: [] for k in table}
+    for _ in range(reps):
+        for mode, (m, context) in table.items():
+            # a fresh detector checks its step 0: the sampled mode runs a whole period
+            n = max(steps, 10) if mode == "detect sampled" else steps
+            samples[mode].append(run_steps(m, ids, n, context))
+    params = sum(p.numel() for p in model.parameters())
+    print(
+        f"\n{name}: {params / 1e6:.2f}M parameters, batch {tuple(ids.shape)}, {steps} steps x {reps}"
+    )
+    print(f"  {'mode':<26} {'ms/step (CPU)':>14} {'x plain':>8}  goal")
+    plain = statistics.median(samples["plain"])
+    duo = statistics.median(samples["DebugUnderflowOverflow"])
+    for mode, values in samples.items():
+        t = statistics.median(values)
+        goal = f"<= {GOALS[mode]}x" if mode in GOALS else ""
+        if mode == "detect full":
+            goal += f", <= DebugUnderflowOverflow ({t / duo:.2f}x of it)"
+        print(f"  {mode:<26} {t * 1e3:>14.2f} {t / plain:>7.2f}x  {goal}")
+
+
+def rss(steps: int) -> None:
+    model = tiny_decoder()
+    ids = torch.arange(16).reshape(2, 8) % 50 + 3
+    opt = torch.optim.SGD(model.parameters(), lr=1e-4)
+    process = psutil.Process()
+    marks = {}
+    with tinykit.detect_anomalies(model, frames=21):
+        for step in range(1, steps + 1):
+            model(input_ids=ids, labels=ids).loss.backward()
+            opt.step()
+            opt.zero_grad()
+            if step in (10, steps):
+                marks[step] = process.memory_info().rss / 2**20
+    print("\nRSS with detect_anomalies (21-frame ring buffer) on the tiny decoder:")
+    for step, mib in marks.items():
+        print(f"  step {step:>5}: {mib:8.1f} MiB")
+    print(f"  growth: {marks[steps] - marks[10]:+.1f} MiB over {steps - 10} steps")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--reps", type=int, default=2)
+    parser.add_argument("--rss-steps", type=int, default=1000)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    transformers.logging.set_verbosity_error()
+    print(f"torch {torch.__version__}, transformers {transformers.__version__}, 1 thread")
+    bench(
+        "tiny decoder (tiny-llama)",
+        tiny_decoder(),
+        torch.arange(16).reshape(2, 8) % 50 + 3,
+        20,
+        args.reps,
+    )
+    bench(
+        "12-layer Llama", ten_million(), torch.arange(128).reshape(2, 64) % 1000 + 3, 3, args.reps
+    )
+    rss(args.rss_steps)
+
+
+if __name__ == "__main__":
+    main()
