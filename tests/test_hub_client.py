@@ -234,3 +234,27 @@ def test_download_source_fetches_remote_code_only_when_asked(tiny_hub, tmp_path)
     assert not (plain / "modeling_chatglm.py").exists()
     with_code, _ = download_source("THUDM/chatglm3-6b", include_code=True)
     assert (with_code / "modeling_chatglm.py").is_file()
+
+
+def test_a_later_loopback_hub_also_gets_shared_clients_made_under_an_earlier_one(tmp_path):
+    # transformers makes its shared HfApi on first use, with the endpoint of that moment: an
+    # earlier test's loopback Hub. A later Hub must get it too, or tree listings (the chat
+    # templates AutoTokenizer looks for) go to the earlier server and come back RepoNotFound.
+    from transformers.utils import hub as transformers_hub
+
+    from tinykit.hub.server import HubServer
+
+    repo = tmp_path / "later" / "org" / "tiny"
+    repo.mkdir(parents=True)
+    (repo / "config.json").write_text('{"model_type": "gpt2"}')
+    (tmp_path / "earlier").mkdir()
+    with HubServer(tmp_path / "earlier") as earlier, use_endpoint(earlier.endpoint):
+        transformers_hub._hf_api = None
+        assert transformers_hub.hf_api().endpoint == earlier.endpoint
+    with HubServer(tmp_path / "later") as later, use_endpoint(later.endpoint):
+        assert transformers_hub.hf_api().endpoint == later.endpoint
+        assert (
+            transformers_hub.list_repo_templates("ORG/tiny", local_files_only=False) == []
+        )  # EntryNotFound: no templates
+        assert "/tree/main/additional_chat_templates?" in later.log.records[-1].path
+    assert transformers_hub.hf_api().endpoint == earlier.endpoint  # restored as found

@@ -303,9 +303,13 @@ def use_endpoint(
                 value = names.get(name)
                 if isinstance(value, str) and value.startswith(old):
                     patch(module, name, endpoint + value[len(old) :])
+            # shared HfApi instances (huggingface_hub's `api`, transformers' `_hf_api`) keep the
+            # endpoint of the moment they were made: maybe an earlier loopback Hub, long gone
+            for value in list(names.values()):
+                if isinstance(value, hf_api.HfApi):
+                    patch(value, "endpoint", endpoint)
         patch(constants, "HF_URL_HOSTS", constants.HF_URL_HOSTS | {urlsplit(endpoint).hostname})
         patch(_http, "_HUB_ORIGINS", _http._HUB_ORIGINS | {_http._url_origin(endpoint)})
-        patch(hf_api.api, "endpoint", endpoint)
         patch(constants, "HF_HUB_OFFLINE", False)
         patch(constants, "HF_HUB_DISABLE_XET", True)
         patch(constants, "HF_HUB_DISABLE_TELEMETRY", True)
