@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-import threading
+import time
 
 from tinykit.cli._args import count, seconds
 
@@ -75,7 +75,11 @@ def run_serve(args: argparse.Namespace) -> int:
             info = {"endpoint": hub.endpoint, "cdn_endpoint": hub.cdn_endpoint, "env": env}
             emit(info, args.json, text)
             sys.stdout.flush()
-            threading.Event().wait()
+            # Sleep in short steps, not one endless wait: the kernel may deliver Ctrl-C/SIGTERM
+            # to a request thread, and Python runs the handler (KeyboardInterrupt) only when the
+            # main thread wakes. A main thread blocked for good never would.
+            while True:
+                time.sleep(0.2)
     except KeyboardInterrupt:
         return 0
     return 0
