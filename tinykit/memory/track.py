@@ -60,6 +60,11 @@ _ACTIVE: list[track_memory] = []  # open trackers, innermost last (nested peak r
 class MemoryBudgetExceeded(CheckFailed):
     """A tracked block used more memory than its budget (.kind, .used, .budget, .report)."""
 
+    kind: str  # "host" or "device"
+    used: int
+    budget: int
+    report: dict[str, Any]
+
 
 @dataclass
 class Allocation:
@@ -101,6 +106,7 @@ class MemoryReport:
     devices: dict[str, DeviceMemory] = field(default_factory=dict)
     device_note: str = ""
     top: list[Allocation] = field(default_factory=list)
+    top_source: str = ""  # how `top` was found when not in this block (the marker's rerun)
     python_peak: int | None = None  # tracemalloc's peak of Python allocations, when traced
     duration_s: float = 0.0
     interval_s: float = DEFAULT_INTERVAL_S
@@ -132,8 +138,9 @@ class MemoryReport:
             )
         if self.device_note:
             line += f"; {self.device_note}"
-        if self.top:
-            line += "; top allocations: " + "; ".join(map(str, self.top))
+        if self.top or self.top_source:
+            source = f" ({self.top_source})" if self.top_source else ""
+            line += f"; top allocations{source}: " + ("; ".join(map(str, self.top)) or "none")
         return line
 
     def to_dict(self, samples: bool = True) -> dict[str, Any]:
