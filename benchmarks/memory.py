@@ -1,28 +1,38 @@
 """What memory measurement costs, and what the sampling interval catches.
 
-    python benchmarks/memory.py                 # overheads and the spike table (~2 minutes)
-    python benchmarks/memory.py --projection    # + projections vs measured full depth (long)
+    python benchmarks/memory.py                     # overheads and the spike table (minutes)
+    python benchmarks/memory.py --projection        # + projections vs measured full depth
+    python benchmarks/memory.py --only-projection   # the projections alone (~15 min, 12 GB)
 
-1. The `tinykit_limit_memory` marker on a ~1-second test, against the same test unmarked:
-   the call phase's wall and CPU time (an outermost conftest wrapper), three sessions each.
-2. `track_memory` around a training step of a real-width 2-layer OPT, against no tracking.
+1. The `tinykit_limit_memory` marker (and `--tinykit-memory`) on a ~1-second test, against the
+   same test unmarked: the call phase's wall and CPU time (an outermost conftest wrapper),
+   five sessions each, interleaved.
+2. `track_memory` around a training step of a real-width 2-layer OPT, against no tracking, at
+   the default interval, at 5 ms, and with top=5 (tracemalloc: what a failing budget's traced
+   rerun costs); and on a tiny 2-layer Llama (10 steps), where Python overhead dominates.
 3. A 100 ms spike of 200 MB: the peak the sampler alone catches at each interval
    (exact_peak=False), beside the kernel's exact peak (the default).
-4. With --projection: `project_memory` from 1-2 layers against the measured full depth:
-   facebook/opt-125m (inference and an AdamW training step) and
-   ibm-granite/granite-3.1-1b-a400m-instruct (MoE; inference: a bf16 AdamW step needs ~11 GB).
+4. With --projection: `project_memory` from 1-2 layers against the measured full depth, bf16,
+   batch 1: facebook/opt-125m (inference and an AdamW step, seq 128) and
+   ibm-granite/granite-3.1-1b-a400m-instruct (MoE, 1.33B; inference at seq 128, an AdamW step
+   at seq 32: weights, gradients and two states are 10.7 GB, so it needs ~12 GB free).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+import psutil
 
 HUB_FILES = (
     Path(os.environ.get("TINYKIT_SHARED", Path(__file__).parents[2] / "shared")) / "hub-files"
@@ -78,20 +88,17 @@ def pytest_runtest_call(item):
 def marker_overhead() -> None:
     rounds = _calibrate_rounds()
     times: dict[str, list[tuple[float, float]]] = {}
-    marks = {
-        "no marker": "",
-        "tinykit_limit_memory(host='1 GB') (top=5: tracemalloc)": (
-            "@pytest.mark.tinykit_limit_memory(host='1 GB')"
-        ),
-        "tinykit_limit_memory(host='1 GB', top=0)": (
-            "@pytest.mark.tinykit_limit_memory(host='1 GB', top=0)"
-        ),
+    budget = "@pytest.mark.tinykit_limit_memory(host='1 GB')"
+    marks = {  # name -> (marker line, extra pytest options)
+        "no marker": ("", []),
+        "tinykit_limit_memory(host='1 GB')": (budget, []),
+        "--tinykit-memory (no marker)": ("", ["--tinykit-memory"]),
     }
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "conftest.py").write_text(TIMING_CONFTEST)
         out = Path(tmp) / "timing.txt"
-        for _ in range(3):  # interleaved: load on a shared machine drifts
-            for name, mark in marks.items():
+        for _ in range(5):  # interleaved: load on a shared machine drifts
+            for name, (mark, options) in marks.items():
                 test = Path(tmp) / "test_bench.py"
                 test.write_text(
                     ONE_SECOND_TEST.replace("ROUNDS", str(rounds)).replace("MARK", mark)
@@ -107,6 +114,7 @@ def marker_overhead() -> None:
                         str(test),
                         "-p",
                         "no:cacheprovider",
+                        *options,
                     ],
                     cwd=tmp,
                     check=True,
@@ -117,13 +125,41 @@ def marker_overhead() -> None:
                 times.setdefault(name, []).append((wall, cpu))
     base_wall = statistics.median(w for w, _ in times["no marker"])
     base_cpu = statistics.median(c for _, c in times["no marker"])
-    print("1. budget marker on a ~1 s test: call phase, median of 3 sessions (wall | CPU)")
+    print("1. budget marker on a ~1 s test: call phase, median of 5 sessions (wall | CPU)")
     for name, ts in times.items():
         wall = statistics.median(w for w, _ in ts)
         cpu = statistics.median(c for _, c in ts)
         print(
-            f"   {name:<56} {wall:6.3f} s {wall / base_wall - 1:+6.1%} | "
+            f"   {name:<40} {wall:6.3f} s {wall / base_wall - 1:+6.1%} | "
             f"{cpu:6.3f} s {cpu / base_cpu - 1:+6.1%}"
+        )
+
+
+def _compare(title: str, step: Callable[[], None], rounds: int) -> None:
+    """Median wall and CPU time of `step` under each tracker, interleaved (load drifts); CPU
+    time counts every thread, so the sampler's own work is in it."""
+    from tinykit.memory.track import track_memory
+
+    variants: dict[str, Callable[[], Any]] = {
+        "no tracking": contextlib.nullcontext,
+        "track_memory() (default: 20 ms)": track_memory,
+        "track_memory(interval=0.005)": lambda: track_memory(interval=0.005),
+        "track_memory(top=5) (tracemalloc)": lambda: track_memory(top=5),
+    }
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
+    for _ in range(rounds):
+        for name, tracker in variants.items():
+            wall, cpu = time.perf_counter(), time.process_time()
+            with tracker():
+                step()
+            times[name].append((time.perf_counter() - wall, time.process_time() - cpu))
+    print(f"{title}, median of {rounds} (wall | CPU)")
+    base = [statistics.median(t[i] for t in times["no tracking"]) for i in (0, 1)]
+    for name, ts in times.items():
+        wall, cpu = (statistics.median(t[i] for t in ts) for i in (0, 1))
+        print(
+            f"   {name:<40} {wall * 1000:8.1f} ms {wall / base[0] - 1:+6.1%} | "
+            f"{cpu * 1000:8.1f} ms {cpu / base[1] - 1:+6.1%}"
         )
 
 
@@ -131,9 +167,22 @@ def training_step_overhead() -> None:
     import torch
     import transformers
 
-    from tinykit.memory.track import track_memory
+    def trainer(model: Any, vocab: int, shape: tuple[int, int], steps: int) -> Callable[[], None]:
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        ids = torch.randint(0, vocab, shape)
 
-    config = transformers.OPTConfig(
+        def step() -> None:
+            for _ in range(steps):
+                model(input_ids=ids, labels=ids).loss.backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+
+        for _ in range(2):
+            step()  # warm: optimizer state exists, kernels are chosen
+        return step
+
+    torch.manual_seed(0)
+    opt_config = transformers.OPTConfig(
         hidden_size=768,
         ffn_dim=3072,
         num_attention_heads=12,
@@ -141,35 +190,18 @@ def training_step_overhead() -> None:
         vocab_size=50272,
         max_position_embeddings=512,
     )
-    torch.manual_seed(0)
-    model = transformers.OPTForCausalLM(config)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    ids = torch.randint(0, 50272, (2, 128))
-
-    def step() -> None:
-        model(input_ids=ids, labels=ids).loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-
-    for _ in range(2):
-        step()  # warm: optimizer state exists, kernels are chosen
-    plain, tracked = [], []
-    for _ in range(7):  # interleaved; CPU time counts the sampler thread's work too
-        wall, cpu = time.perf_counter(), time.process_time()
-        step()
-        plain.append((time.perf_counter() - wall, time.process_time() - cpu))
-        wall, cpu = time.perf_counter(), time.process_time()
-        with track_memory():
-            step()
-        tracked.append((time.perf_counter() - wall, time.process_time() - cpu))
-    print("2. training step of a real-width 2-layer OPT (batch 2 x 128), median of 7 (wall | CPU)")
-    aw, ac = (statistics.median(x[i] for x in plain) for i in (0, 1))
-    bw, bc = (statistics.median(x[i] for x in tracked) for i in (0, 1))
-    print(f"   {'no tracking':<40} {aw * 1000:8.1f} ms        | {ac * 1000:8.1f} ms")
-    print(
-        f"   {'track_memory()':<40} {bw * 1000:8.1f} ms {bw / aw - 1:+6.1%} | "
-        f"{bc * 1000:8.1f} ms {bc / ac - 1:+6.1%}"
+    opt_step = trainer(transformers.OPTForCausalLM(opt_config), 50272, (2, 128), 1)
+    _compare("2a. training step of a real-width 2-layer OPT (batch 2 x 128)", opt_step, 5)
+    llama_config = transformers.LlamaConfig(
+        hidden_size=64,
+        intermediate_size=128,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        num_hidden_layers=2,
+        vocab_size=1000,
     )
+    tiny_step = trainer(transformers.LlamaForCausalLM(llama_config), 1000, (2, 32), 10)
+    _compare("2b. 10 training steps of a tiny 2-layer Llama (batch 2 x 32)", tiny_step, 7)
 
 
 def _spike() -> None:
@@ -185,7 +217,7 @@ def spike_table() -> None:
     rows = [
         (f"sampler alone, every {ms:g} ms", ms / 1000, False) for ms in (1, 5, 20, 50, 100, 200)
     ]
-    rows.append(("kernel peak (default), sampler every 5 ms", 0.005, True))
+    rows.append(("kernel peak (default), sampler every 20 ms", 0.02, True))
     for name, interval, exact in rows:
         caught = []
         for _ in range(5):
@@ -200,26 +232,48 @@ def spike_table() -> None:
 
 def projections() -> None:
     from tinykit.memory.project import project_memory
+    from tinykit.memory.sizes import format_bytes
 
-    print("4. projection from 1-2 layers vs the measured full depth (host peak, CPU)")
-    cases = [
-        ("facebook/opt-125m", {"train": False}),
-        ("facebook/opt-125m", {"train": True, "optimizer": "adamw"}),
-        ("ibm-granite/granite-3.1-1b-a400m-instruct", {"train": False}),
+    print("4. projection from 1-2 layers vs the measured full depth (host peak, CPU, bf16)")
+    granite = "ibm-granite/granite-3.1-1b-a400m-instruct"
+    cases = [  # (repo, seq, train, free memory the full depth needs)
+        ("facebook/opt-125m", 128, False, 1e9),
+        ("facebook/opt-125m", 128, True, 2e9),
+        (granite, 128, False, 4e9),
+        (granite, 32, True, 12.5e9),  # weights, gradients, 2 AdamW states: 10.7 GB
     ]
-    for repo, kwargs in cases:
-        p = project_memory(str(HUB_FILES / repo), seq=128, dtype="bfloat16", full=True, **kwargs)
+    rows = []
+    for repo, seq, train, needs in cases:
+        what = f"{'AdamW step' if train else 'inference'}, seq {seq}"
+        available = psutil.virtual_memory().available
+        if available < needs:
+            print(
+                f"   {repo} {what}: skipped, needs ~{format_bytes(int(needs))} free, "
+                f"{format_bytes(available)} available"
+            )
+            continue
+        p = project_memory(str(HUB_FILES / repo), seq=seq, dtype="bfloat16", train=train, full=True)
         print(p.summary())
+        assert p.full is not None
+        rows.append((f"{repo} {what}", p.projected, p.full["peak"], p.error))
+    print("   summary: projected vs measured full-depth peak")
+    for name, projected, measured, error in rows:
+        print(
+            f"   {name:<62} {format_bytes(projected):>9} vs {format_bytes(measured):>9} "
+            f"({error:+.1%})"
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--projection", action="store_true", help="also run the projections")
+    parser.add_argument("--only-projection", action="store_true", help="only the projections")
     args = parser.parse_args()
-    marker_overhead()
-    training_step_overhead()
-    spike_table()
-    if args.projection:
+    if not args.only_projection:
+        marker_overhead()
+        training_step_overhead()
+        spike_table()
+    if args.projection or args.only_projection:
         projections()
 
 

@@ -47,7 +47,10 @@ __all__ = [
     "track_memory",
 ]
 
-DEFAULT_INTERVAL_S = 0.005
+# 20 ms: the kernel's VmHWM already holds every peak of this process; the sampler adds its
+# children (a 100 ms spike still gets ~5 samples) and the timeline. 5 ms cost +4% CPU on a
+# training step (benchmarks/memory.py).
+DEFAULT_INTERVAL_S = 0.02
 CHILDREN_REFRESH_S = 0.1  # new descendants are looked for this often (a /proc walk)
 MAX_SAMPLES = 20_000  # the timeline is thinned (every other sample dropped) beyond this
 # getrusage's ru_maxrss is in KiB on Linux and in bytes on macOS

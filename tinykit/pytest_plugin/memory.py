@@ -65,7 +65,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type=float,
         default=None,
         metavar="SECONDS",
-        help="seconds between RSS samples of measured tests (default 0.005)",
+        help="seconds between RSS samples of measured tests (default 0.02)",
     )
 
 
