@@ -14,6 +14,8 @@ Only the call phase is measured (fixtures are built before it). Each process mea
 it runs, so under pytest-xdist every worker reports its own test's figure, and the figures reach
 the controller in the test reports (`user_properties`), where the end-of-run report is printed.
 A `tinykit_dist` test is measured on every rank: the budget holds for each rank's own peak.
+Tests run untraced (a sampler and the kernel's peak counter); a failing host budget names its
+top allocations from one rerun of the test under tracemalloc.
 """
 
 from __future__ import annotations
@@ -73,7 +75,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         f"{LIMIT}(host=None, device=None, top=5): fail when the test's host memory peak rises "
-        "more than host (e.g. '200 MB') or a device's allocated memory more than device",
+        "more than host (e.g. '200 MB') or a device's allocated memory more than device; a "
+        "failing host budget reruns the test once under tracemalloc to name top allocations",
     )
     config.addinivalue_line(
         "markers",
@@ -109,6 +112,7 @@ def _interval(config: pytest.Config) -> float:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
+    __tracebackhide__ = True
     budgets = _budgets(item)
     if budgets is None and not item.config.getoption("tinykit_memory"):
         return (yield)
@@ -201,6 +205,7 @@ def _figures(report: Any, ranks: list[Any]) -> dict[str, Any]:
 
 def _failure(budgets: dict[str, Any], report: Any, ranks: list[Any]) -> MemoryBudgetExceeded | None:
     """The MemoryBudgetExceeded a budget of the marker raises for these reports, or None."""
+    __tracebackhide__ = True
     from tinykit.memory.track import MemoryBudgetExceeded, track_memory
 
     checker = track_memory(host=budgets.get("host"), device=budgets.get("device"))
