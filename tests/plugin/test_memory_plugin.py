@@ -18,6 +18,15 @@ def test_within_budget():
     block = b"\\x01" * 10_000_000
     del block
 
+RUNS = []
+
+@pytest.mark.tinykit_limit_memory(host="20 MB")
+def test_over_budget_once_only():
+    RUNS.append(1)
+    assert len(RUNS) == 1, "the rerun sees the first run's state"
+    block = b"\\x01" * 40_000_000
+    assert sum(block[::1_000_000]) == 40
+
 def test_fixture(limit_memory):
     with limit_memory(host="20 MB") as m:
         block = b"\\x01" * 60_000_000
@@ -50,7 +59,7 @@ def test_budgets_and_leak_checks_in_one_session(pytester):
     """One session (a pytest start is seconds): budgets, a leak, and 20 leak-free runs in a row."""
     pytester.makepyfile(test_budgets=BUDGETS, test_leaks=CLEAN)
     result = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:xdist")
-    result.assert_outcomes(passed=1 + 20, failed=3)
+    result.assert_outcomes(passed=1 + 20, failed=4)
     out = result.stdout.str()
     over = re.search(r"host memory peaked at \+([\d.]+) MB, over the budget of 50\.0 MB", out)
     assert over, out
@@ -58,6 +67,11 @@ def test_budgets_and_leak_checks_in_one_session(pytester):
     # named by a traced rerun of the failing test (passing tests run without tracemalloc)
     rerun = r"top allocations \(from a traced rerun, which peaked at \+1\d\d\.\d MB\): "
     assert re.search(rerun + r"\S*test_budgets.py:5: 100\.0 MB", out), out
+    # a rerun that fails on the first run's state says so instead of naming lines
+    assert (
+        "top allocations (not named: the traced rerun raised AssertionError: the rerun sees the "
+        "first run's state): none" in out
+    ), out
     fixture = re.search(r"host memory peaked at \+([\d.]+) MB, over the budget of 20\.0 MB", out)
     assert fixture and 55 <= float(fixture.group(1)) <= 75, out
     grew = re.search(r"a leak: host memory grew by ([\d.]+) MB over 5 calls", out)

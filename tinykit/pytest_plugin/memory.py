@@ -160,7 +160,8 @@ def _top_from_rerun(item: pytest.Item, top: int, interval: float, report: Any) -
         with track_memory(interval=interval, top=top) as again:
             item.runtest()
     except Exception as e:  # noqa: BLE001 - any error of the rerun only loses the names
-        report.top_source = f"not named: the traced rerun raised {type(e).__name__}: {e}"
+        first_line = next(iter(str(e).splitlines()), "")
+        report.top_source = f"not named: the traced rerun raised {type(e).__name__}: {first_line}"
         return
     report.top = again.top
     peak = format_bytes(again.host_peak_delta)
