@@ -153,20 +153,22 @@ def _compare(title: str, step: Callable[[], None], rounds: int) -> None:
         "track_memory(interval=0.005)": lambda: track_memory(interval=0.005),
         "track_memory(top=5) (tracemalloc)": lambda: track_memory(top=5),
     }
-    times: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
+    times: dict[str, list[tuple[float, float, float]]] = {name: [] for name in variants}
     for _ in range(rounds):
         for name, tracker in variants.items():
             wall, cpu = time.perf_counter(), time.process_time()
-            with tracker():
+            with tracker() as m:
                 step()
-            times[name].append((time.perf_counter() - wall, time.process_time() - cpu))
-    print(f"{title}, median of {rounds} (wall | CPU)")
+            sampler = m.sampler_cpu_s if m is not None else 0.0
+            times[name].append((time.perf_counter() - wall, time.process_time() - cpu, sampler))
+    print(f"{title}, median of {rounds} (wall | CPU | the sampler thread's own CPU)")
     base = [statistics.median(t[i] for t in times["no tracking"]) for i in (0, 1)]
     for name, ts in times.items():
-        wall, cpu = (statistics.median(t[i] for t in ts) for i in (0, 1))
+        wall, cpu, own = (statistics.median(t[i] for t in ts) for i in (0, 1, 2))
         print(
-            f"   {name:<40} {wall * 1000:8.1f} ms {wall / base[0] - 1:+6.1%} | "
-            f"{cpu * 1000:8.1f} ms {cpu / base[1] - 1:+6.1%}"
+            f"   {name:<36} {wall * 1000:8.1f} ms {wall / base[0] - 1:+6.1%} | "
+            f"{cpu * 1000:8.1f} ms {cpu / base[1] - 1:+6.1%} | {own * 1000:6.1f} ms "
+            f"{own / base[1]:5.1%}"
         )
 
 

@@ -20,7 +20,7 @@ def test_within_budget():
 
 RUNS = []
 
-@pytest.mark.tinykit_limit_memory(host="20 MB")
+@pytest.mark.tinykit_limit_memory(host="30 MB")
 def test_over_budget_once_only():
     RUNS.append(1)
     assert len(RUNS) == 1, "the rerun sees the first run's state"

@@ -113,6 +113,7 @@ class MemoryReport:
     python_peak: int | None = None  # tracemalloc's peak of Python allocations, when traced
     duration_s: float = 0.0
     interval_s: float = DEFAULT_INTERVAL_S
+    sampler_cpu_s: float = 0.0  # CPU seconds the sampler thread itself used (its overhead)
 
     @property
     def host_peak_delta(self) -> int:
@@ -201,6 +202,7 @@ class TreeSampler(threading.Thread):
         self.root, self.include_root, self.interval = root, include_root, interval
         self.on_new_peak = on_new_peak
         self.peak = 0
+        self.cpu_s = 0.0
         self.samples: list[tuple[float, int]] = []
         self._stride = 1
         self._halt = threading.Event()
@@ -247,6 +249,12 @@ class TreeSampler(threading.Thread):
                     self._procs[pid] = psutil.Process(pid)
 
     def run(self) -> None:
+        try:
+            self._loop()
+        finally:
+            self.cpu_s = time.thread_time()  # this thread's own CPU: the sampler's direct cost
+
+    def _loop(self) -> None:
         next_refresh = time.monotonic() + CHILDREN_REFRESH_S
         n = 0
         while True:
@@ -381,6 +389,7 @@ class track_memory(contextlib.ContextDecorator):  # noqa: N801 - used like a fun
         sampled = self._sampler.stop()
         _ACTIVE.remove(self)
         report.samples = self._sampler.samples
+        report.sampler_cpu_s = self._sampler.cpu_s
         report.host_end = self._sampler.sample()
         self._sampler.close()
         report.host_peak, report.host_peak_source = sampled, "sampled"
