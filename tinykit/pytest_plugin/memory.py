@@ -67,7 +67,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type=float,
         default=None,
         metavar="SECONDS",
-        help="seconds between RSS samples of measured tests (default 0.02)",
+        help="seconds between RSS samples of measured tests (default 0.05)",
     )
 
 
