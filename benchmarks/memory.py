@@ -43,6 +43,8 @@ MB = 10**6
 ONE_SECOND_TEST = """
 import pytest, torch
 
+torch.set_num_threads(1)  # OpenMP threads spinning on a shared box swing CPU time
+
 def work():
     x = torch.randn(256, 256)
     rows = []
@@ -65,6 +67,8 @@ def test_one_second():
 
 def _calibrate_rounds() -> int:
     import torch
+
+    torch.set_num_threads(1)
 
     x = torch.randn(256, 256)
     t0 = time.perf_counter()
