@@ -165,7 +165,11 @@ def test_record_stats_max_bytes_ring_buffer_and_modules_glob(tiny_model, tmp_pat
     assert [r.module for r in rec.records] == ["model.layers.0.mlp", "model.layers.1.mlp"]
     assert rec.records[-1].step == 2 and rec.records[-1].call == 2
     out = rec.records[-1].outputs[0]
-    assert out.nan == 0 and out.zeros == 0 and out.min < 0 < out.max and out.hash
+    assert out.nan == 0 and out.zeros == 0 and out.min < 0 < out.max
+    assert out.hash == ""  # in memory, bytes are hashed only on request
+    with tinykit.record(model, modules="lm_head", what=("output",), hashes=True) as hashed:
+        model(input_ids=IDS)
+    assert len(hashed.records[0].outputs[0].hash) == 32
     with tinykit.record(model, out=tmp_path / "small", max_bytes=3000):
         model(input_ids=IDS)
     manifest = json.loads((tmp_path / "small" / "manifest.json").read_text())
