@@ -24,6 +24,7 @@ import fnmatch
 import hashlib
 import math
 import os
+import struct
 import weakref
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
@@ -246,7 +247,12 @@ def _full_stats(flat: torch.Tensor) -> tuple[Any, Any, Any, dict[str, Any]]:
         return _non_finite_stats(x)
     amin = amin_v
     bits = int(nz_bits) + 1
-    nz = float("inf") if bits > top else torch.tensor(bits, dtype=ints).view(x.dtype).item()
+    wide = x.dtype == torch.float64
+    nz = (
+        float("inf")
+        if bits > top
+        else struct.unpack("d" if wide else "f", struct.pack("q" if wide else "i", bits))[0]
+    )
     extra = {
         "nan": 0,
         "posinf": 0,
