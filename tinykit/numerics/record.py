@@ -24,7 +24,6 @@ import fnmatch
 import hashlib
 import math
 import os
-import struct
 import weakref
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
@@ -151,7 +150,7 @@ def _flat_and_hash(t: torch.Tensor) -> tuple[torch.Tensor, str]:
     if flat.numel() and flat.stride(0) != 1:  # a broadcast size-1 tensor counts as contiguous
         flat = flat.new_empty(flat.numel()).copy_(flat)
     # the numpy view is the tensor's memory: no copy of the bytes to hash them
-    digest = hashlib.blake2b(flat.view(torch.uint8).numpy(), digest_size=16)
+    digest = hashlib.blake2b(flat.view(torch.uint8).numpy().data, digest_size=16)
     digest.update(f"{t.dtype}{tuple(t.shape)}".encode())
     return flat, digest.hexdigest()
 
@@ -232,27 +231,22 @@ def _full_stats(flat: torch.Tensor) -> tuple[Any, Any, Any, dict[str, Any]]:
     # two-pass variance: a sum and a dot product (BLAS) are ~40x cheaper than torch.std_mean
     centered = torch.sub(x, mean, out=_scratch(x, 1)).reshape(-1)
     var = torch.dot(centered, centered) / max(n - 1, 1)
-    amin = absf.min()
     # The smallest |x| > 0 without a mask (boolean ops are slow on CPU): the bits of a float
     # >= 0 order as its value, so bits - 1 keeps the order and sends 0 to -1, which the sign
-    # mask turns into the largest pattern (a NaN's, that no finite |x| has).
+    # mask turns into the largest pattern (a NaN's, that no finite |x| has). abs-min is 0 when
+    # there are zeros, else that value: no pass of its own.
     ints, top = (
         (torch.int64, (1 << 63) - 1) if x.dtype == torch.float64 else (torch.int32, 2**31 - 1)
     )
     nz_bits = absf.view(ints).sub_(1).bitwise_and_(top).min()  # absf is ours to overwrite
-    lo, hi, amin_v, zeros, mean_v, std_v = torch.stack(
-        [*lo_hi, amin, (n - torch.count_nonzero(x)).to(x.dtype), mean, var.sqrt()]
+    # + 1 back, as a float; with no non-zero element the pattern wraps to -0.0
+    nonzero_absmin = nz_bits.add_(1).view(x.dtype)
+    lo, hi, zeros, mean_v, std_v, nz = torch.stack(
+        [*lo_hi, (n - torch.count_nonzero(x)).to(x.dtype), mean, var.sqrt(), nonzero_absmin]
     ).tolist()
     if not (math.isfinite(lo) and math.isfinite(hi)):
         return _non_finite_stats(x)
-    amin = amin_v
-    bits = int(nz_bits) + 1
-    wide = x.dtype == torch.float64
-    nz = (
-        float("inf")
-        if bits > top
-        else struct.unpack("d" if wide else "f", struct.pack("q" if wide else "i", bits))[0]
-    )
+    amin = 0.0 if zeros else nz
     extra = {
         "nan": 0,
         "posinf": 0,
@@ -261,7 +255,7 @@ def _full_stats(flat: torch.Tensor) -> tuple[Any, Any, Any, dict[str, Any]]:
         "absmin": amin,
         "min": lo,
         "max": hi,
-        "nonzero_absmin": None if nz == float("inf") else nz,
+        "nonzero_absmin": nz or None,
     }
     return mean_v, std_v if n > 1 else 0.0, max(abs(lo), abs(hi)), extra
 
