@@ -112,6 +112,8 @@ def _image(config, vision, params, generator, batch) -> tuple[dict[str, Any], st
     geometries = (
         {"size": square, "crop_size": square, "patch_size": patch, "merge_size": merge},
         {"size": pixels_budget, "patch_size": patch, "merge_size": merge},
+        # Fuyu's names the patch as a side pair
+        {"size": square, "patch_size": patch and {"height": patch, "width": patch}},
         {"patch_size": patch, "merge_size": merge},
     )
     inputs: dict[str, Any] = {}
@@ -120,7 +122,8 @@ def _image(config, vision, params, generator, batch) -> tuple[dict[str, Any], st
     images = [rng.integers(0, 256, (size, size, 3), dtype=np.uint8) for _ in range(batch)]
     for processor in _processors("image", config.model_type, *geometries) if channels == 3 else ():
         try:
-            out = _keep(processor(images=images, return_tensors="pt"), params)
+            raw = processor(images=images, return_tensors="pt")
+            out = _keep({**raw, **_patchified(processor, raw)}, params)
         except Exception:  # this geometry does not suit the processor: try the next one
             continue
         pixels = out.get("pixel_values")
@@ -130,6 +133,21 @@ def _image(config, vision, params, generator, batch) -> tuple[dict[str, Any], st
     if not inputs:
         inputs["pixel_values"] = torch.randn(batch, channels, size, size, generator=generator)
     return inputs, how
+
+
+def _patchified(processor: Any, raw: Any) -> dict[str, Any]:
+    """Pixels of a processor that leaves patching to its model's processor (Fuyu's returns
+    resized `images` and a `patchify_image` step): every sample's patches as rows of
+    channels x patch x patch values, which such a model's linear patch embedding reads."""
+    import torch
+
+    if "pixel_values" in raw or "images" not in raw or not hasattr(processor, "patchify_image"):
+        return {}
+    rows = [
+        torch.as_tensor(processor.patchify_image(image=sample.reshape(-1, *sample.shape[-3:]).numpy()))
+        for sample in raw["images"]
+    ]
+    return {"pixel_values": torch.stack([r.reshape(-1, r.shape[-1]) for r in rows])}
 
 
 def _patch_grid(vision, params, generator, batch) -> tuple[dict[str, Any], str]:
@@ -212,7 +230,10 @@ def image_token_ids(model: Any, pixels: dict[str, Any], text: Any) -> Any:
     import torch
 
     token = image_token(model.config)
-    getter = getattr(model, "get_image_features", None)
+    # a head class may leave it to its base model (FuyuForCausalLM's)
+    getter = getattr(model, "get_image_features", None) or getattr(
+        getattr(model, "base_model", None), "get_image_features", None
+    )
     if token is None or getter is None:
         return text
     accepted = set(inspect.signature(getter).parameters)
