@@ -38,8 +38,37 @@ def media_inputs(model: Any, generator: Any, batch: int) -> tuple[dict[str, Any]
     if "pixel_values" in params and (
         main == "pixel_values" or _size(vision) is not None or has_tower
     ):
-        return _image(config, vision, params, generator, batch)
+        inputs, how = _image(config, vision, params, generator, batch)
+        return (_stacked_if_read(model, inputs), how) if how == "random" else (inputs, how)
     return {}, ""
+
+
+def image_features_getter(model: Any) -> Any:
+    """`get_image_features` of the model, or of its base model where a head class leaves it
+    there (FuyuForCausalLM's); None when neither has one."""
+    return getattr(model, "get_image_features", None) or getattr(
+        getattr(model, "base_model", None), "get_image_features", None
+    )
+
+
+def _stacked_if_read(model: Any, inputs: dict[str, Any]) -> dict[str, Any]:
+    """Random pixels are (batch, channels, h, w). A model whose image encoder reads a stack of
+    images per sample (Idefics-style (batch, images, channels, h, w)) and has no processor here
+    to say so gets one image per sample, if its own encoder accepts that layout and not the flat one."""
+    import torch
+
+    getter = image_features_getter(model)
+    pixels = inputs.get("pixel_values")
+    if getter is None or pixels is None or pixels.dim() != 4:
+        return inputs
+    with torch.no_grad():
+        for candidate in (pixels, pixels.unsqueeze(1)):
+            try:
+                getter(pixel_values=candidate)
+            except Exception:  # not the layout this encoder reads: try the next one
+                continue
+            return {**inputs, "pixel_values": candidate}
+    return inputs
 
 
 def _is_int(value: Any) -> bool:
@@ -230,10 +259,7 @@ def image_token_ids(model: Any, pixels: dict[str, Any], text: Any) -> Any:
     import torch
 
     token = image_token(model.config)
-    # a head class may leave it to its base model (FuyuForCausalLM's)
-    getter = getattr(model, "get_image_features", None) or getattr(
-        getattr(model, "base_model", None), "get_image_features", None
-    )
+    getter = image_features_getter(model)
     if token is None or getter is None:
         return text
     accepted = set(inspect.signature(getter).parameters)
