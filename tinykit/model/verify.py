@@ -239,8 +239,22 @@ def make_inputs(model: Any, generator: Any) -> tuple[dict[str, Any], dict[str, A
             0, vocab, (BATCH, SEQ // 2), generator=generator
         )
     elif "labels" in params and "input_ids" in inputs and not _is_classifier(model):
-        labels["labels"] = ids
+        labels["labels"] = _labels_like(config, ids)
     return inputs, labels
+
+
+def _labels_like(config: Any, ids: Any) -> Any:
+    """Labels = the input ids, in the layout the family's recipe names ([inputs]): MusicGen's
+    decoders read (batch * codebooks, seq) ids and score (batch, seq, codebooks) labels."""
+    from tinykit.model.recipes import recipe_for
+
+    codebooks_key = recipe_for(getattr(config, "model_type", "") or "").inputs.get(
+        "labels_per_codebook"
+    )
+    codebooks = getattr(config, str(codebooks_key), None) if codebooks_key else None
+    if not isinstance(codebooks, int) or codebooks < 1:
+        return ids
+    return ids.reshape(-1, codebooks, ids.shape[-1]).transpose(1, 2)
 
 
 def _is_classifier(model: Any) -> bool:
@@ -342,7 +356,9 @@ def _generate(model: Any, inputs: dict, report: VerifyReport) -> None:
             if not k.startswith("decoder_")
         }
         with torch.no_grad():
-            model.generate(**prompt, max_new_tokens=2, do_sample=False)
+            # num_return_sequences: MusicGen's own generate reads it before transformers fills
+            # in its default (1)
+            model.generate(**prompt, max_new_tokens=2, do_sample=False, num_return_sequences=1)
         report.generated = True
     except Exception as e:  # reported, not raised: verify lists every failure at once
         report.generated = False
