@@ -219,7 +219,7 @@ def make_inputs(model: Any, generator: Any) -> tuple[dict[str, Any], dict[str, A
     params = inspect.signature(model.forward).parameters
     text = config.get_text_config(decoder=True)
     vocab = getattr(text, "vocab_size", None) or 64
-    ids = torch.randint(0, vocab, (BATCH, SEQ), generator=generator)
+    ids = torch.randint(0, vocab, (BATCH, _sequence_length(config)), generator=generator)
     inputs: dict[str, Any] = {}
     main = model.main_input_name
     media, _ = media_inputs(model, generator, BATCH)  # pixels, frames or audio, via the processor
@@ -243,16 +243,27 @@ def make_inputs(model: Any, generator: Any) -> tuple[dict[str, Any], dict[str, A
     return inputs, labels
 
 
+def _recipe_input(config: Any, name: str) -> int | None:
+    """The config value an [inputs] entry of the family's recipe names, e.g. the
+    `sequence_length = "max_position_embeddings"` of a model that reads fixed-length text."""
+    from tinykit.model.recipes import recipe_for
+
+    key = recipe_for(getattr(config, "model_type", "") or "").inputs.get(name)
+    value = getattr(config, str(key), None) if key else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _sequence_length(config: Any) -> int:
+    """SEQ tokens, or the fixed length a family reads (Perceiver's decoder queries every one of
+    max_position_embeddings positions, so its labels must be that long too)."""
+    return _recipe_input(config, "sequence_length") or SEQ
+
+
 def _labels_like(config: Any, ids: Any) -> Any:
     """Labels = the input ids, in the layout the family's recipe names ([inputs]): MusicGen's
     decoders read (batch * codebooks, seq) ids and score (batch, seq, codebooks) labels."""
-    from tinykit.model.recipes import recipe_for
-
-    codebooks_key = recipe_for(getattr(config, "model_type", "") or "").inputs.get(
-        "labels_per_codebook"
-    )
-    codebooks = getattr(config, str(codebooks_key), None) if codebooks_key else None
-    if not isinstance(codebooks, int) or codebooks < 1:
+    codebooks = _recipe_input(config, "labels_per_codebook")
+    if codebooks is None:
         return ids
     return ids.reshape(-1, codebooks, ids.shape[-1]).transpose(1, 2)
 
