@@ -84,8 +84,14 @@ def test_make_tiny_writes_nothing_when_the_check_fails_and_verify_names_the_key(
     assert any("size leak" in p and "n_positions=4096" in p for p in problems), problems
 
 
-# One type from each group of leaks the generic vocabulary fixed; the whole sweep is slow below.
-SAMPLED = ["luke", "roc_bert", "gemma3n_text", "nemotron_h", "xlnet", "recurrent_gemma"]
+# One type from each group of leaks the generic vocabulary fixed, and one per input rule: a
+# processor's patchify step (fuyu), stacked random pixels (modernvbert), [inputs] labels per
+# codebook (musicgen) and a fixed text length (perceiver), a vocab the class leaves None (esm),
+# a float [derive] (xlstm). The whole sweep is slow below.
+SAMPLED = [
+    *("luke", "roc_bert", "gemma3n_text", "nemotron_h", "xlnet", "recurrent_gemma"),
+    *("fuyu", "modernvbert", "musicgen", "perceiver", "esm", "xlstm"),
+]
 
 
 def test_sampled_text_types_pass_within_the_budget():

@@ -173,7 +173,9 @@ def _patchified(processor: Any, raw: Any) -> dict[str, Any]:
     if "pixel_values" in raw or "images" not in raw or not hasattr(processor, "patchify_image"):
         return {}
     rows = [
-        torch.as_tensor(processor.patchify_image(image=sample.reshape(-1, *sample.shape[-3:]).numpy()))
+        torch.as_tensor(
+            processor.patchify_image(image=sample.reshape(-1, *sample.shape[-3:]).numpy())
+        )
         for sample in raw["images"]
     ]
     return {"pixel_values": torch.stack([r.reshape(-1, r.shape[-1]) for r in rows])}
