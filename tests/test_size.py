@@ -102,6 +102,16 @@ def test_sampled_text_types_pass_within_the_budget():
     ]
 
 
+def test_a_composite_models_text_tower_alone_ships_a_tokenizer_and_passes():
+    # qwen2_vl_text has no tokenizer class of its own: it reads token ids as its composite does
+    from tinykit.model.coverage import all_model_types
+
+    group, name = all_model_types()["qwen2_vl_text"]
+    [row] = sweep(["qwen2_vl_text"], {"qwen2_vl_text": name})
+    assert group == "text" and row.ok, row.reason
+    assert 0 < row.weight_bytes <= TEXT_BUDGET
+
+
 @pytest.mark.skipif(
     not os.environ.get("TINYKIT_RUN_SWEEP"),
     reason="the whole text sweep (~20 min on 2 cores) runs with TINYKIT_RUN_SWEEP=1 (nox -s coverage)",
