@@ -26,7 +26,7 @@ def media_inputs(model: Any, generator: Any, batch: int) -> tuple[dict[str, Any]
     if main == "input_values" or ("input_values" in params and "input_ids" not in params):
         return _waveform(config, params, generator, batch)
     if main == "input_features":
-        return _features(config, params, generator, batch)
+        return _features(model, config, params, generator, batch)
     vision = getattr(config, "vision_config", None) or config
     if "grid_thw" in params:  # a patch-merging tower alone (Qwen2-VL's): flattened patches + grid
         return _patch_grid(vision, params, generator, batch)
@@ -181,12 +181,32 @@ def _waveform(config, params, generator, batch) -> tuple[dict[str, Any], str]:
     return {"input_values": audio}, "random"
 
 
-def _features(config, params, generator, batch) -> tuple[dict[str, Any], str]:
-    """Log-mel features: Whisper-style encoders need exactly 2 x max_source_positions frames."""
+FEATURE_BINS = ("num_mel_bins", "feature_size", "input_feat_per_channel", "feature_projection_input_dim")
+"""Config keys naming the feature width of a log-mel front end (stacked frames included)."""
+FRAMES = 64
+"""Mel frames (0.64 s) for an encoder without a fixed window: past any subsampling stack's field."""
+
+
+def _audio_node(config: Any) -> Any:
+    """The config, or the sub-config of its audio tower (`encoder_config`, `audio_config`), that
+    names the feature width."""
+    from transformers import PretrainedConfig
+
+    nodes = [config, *(v for v in vars(config).values() if isinstance(v, PretrainedConfig))]
+    named = (n for n in nodes if any(_is_int(getattr(n, k, None)) for k in FEATURE_BINS))
+    return next(named, config)
+
+
+def _features(model, config, params, generator, batch) -> tuple[dict[str, Any], str]:
+    """Log-mel features in the layout the model reads: (batch, bins, frames) as Whisper's, or
+    (batch, frames, bins) as Parakeet's; Whisper-style encoders need exactly 2 x
+    max_source_positions frames."""
     import torch
 
-    bins = getattr(config, "num_mel_bins", None) or getattr(config, "feature_size", None) or 80
-    frames = 2 * getattr(config, "max_source_positions", 8)
+    node = _audio_node(config)
+    bins = next((getattr(node, k) for k in FEATURE_BINS if _is_int(getattr(node, k, None))), 80)
+    positions = getattr(node, "max_source_positions", None)
+    frames = 2 * positions if _is_int(positions) else FRAMES
     for processor in _processors("audio", config.model_type, {"feature_size": bins}):
         hop = getattr(processor, "hop_length", 160)
         audio = torch.randn(batch, frames * hop, generator=generator)
@@ -197,14 +217,42 @@ def _features(config, params, generator, batch) -> tuple[dict[str, Any], str]:
                 return_tensors="pt",
             )
             features = out["input_features"]
-            if features.dim() == 3 and features.shape[1] == bins:
-                fitted = torch.zeros(batch, bins, frames)
-                take = min(frames, features.shape[-1])
-                fitted[..., :take] = features[..., :take]
-                return {"input_features": fitted}, f"processor {type(processor).__name__}"
         except Exception:  # the extractor wants other settings: random features instead
-            pass
-    return {"input_features": torch.randn(batch, bins, frames, generator=generator)}, "random"
+            continue
+        if features.dim() == 3 and bins in features.shape[1:]:  # the extractor's own layout
+            time_axis = 2 if features.shape[1] == bins else 1
+            fitted = torch.zeros(*[frames if i == time_axis else n for i, n in enumerate(features.shape)])
+            take = min(frames, features.shape[time_axis])
+            fitted.narrow(time_axis, 0, take).copy_(features.narrow(time_axis, 0, take))
+            how = f"processor {type(processor).__name__}"
+            return {"input_features": fitted, **_feature_mask(params, batch, frames)}, how
+    # no extractor: whichever layout the model's forward accepts
+    channels_first = torch.randn(batch, bins, frames, generator=generator)
+    mask = _feature_mask(params, batch, frames)
+    for features in (channels_first, channels_first.transpose(1, 2).contiguous()):
+        if _runs(model, {"input_features": features, **mask}):
+            return {"input_features": features, **mask}, "random"
+    return {"input_features": channels_first, **mask}, "random"
+
+
+def _feature_mask(params: set[str], batch: int, frames: int) -> dict[str, Any]:
+    """Encoders whose forward requires a frame mask beside the features (Qwen3-ASR's) get one
+    that keeps every frame."""
+    import torch
+
+    key = "input_features_mask"
+    return {key: torch.ones(batch, frames, dtype=torch.long)} if key in params else {}
+
+
+def _runs(model: Any, inputs: dict[str, Any]) -> bool:
+    import torch
+
+    try:
+        with torch.no_grad():
+            model(**inputs)
+    except Exception:  # this layout does not suit the model: the caller tries the next
+        return False
+    return True
 
 
 def image_token_ids(model: Any, pixels: dict[str, Any], text: Any) -> Any:
