@@ -24,7 +24,7 @@ def media_inputs(model: Any, generator: Any, batch: int) -> tuple[dict[str, Any]
     main = model.main_input_name
     config = model.config
     if main == "input_values" or ("input_values" in params and "input_ids" not in params):
-        return _waveform(config, params, generator, batch)
+        return _waveform(model, config, params, generator, batch)
     if main == "input_features":
         return _features(model, config, params, generator, batch)
     vision = getattr(config, "vision_config", None) or config
@@ -162,7 +162,7 @@ def _video(config, vision, key, params, generator, batch) -> tuple[dict[str, Any
     return {key: torch.randn(batch, frames, channels, size, size, generator=generator)}, "random"
 
 
-def _waveform(config, params, generator, batch) -> tuple[dict[str, Any], str]:
+def _waveform(model, config, params, generator, batch) -> tuple[dict[str, Any], str]:
     import torch
 
     audio = torch.randn(batch, SAMPLES, generator=generator)
@@ -178,11 +178,24 @@ def _waveform(config, params, generator, batch) -> tuple[dict[str, Any], str]:
                 return inputs, f"processor {type(processor).__name__}"
         except Exception:  # the extractor wants another layout: the raw waveform instead
             pass
+    # no extractor: (batch, samples) as wav2vec2 reads it, or (batch, channels, samples) as codecs
+    channels = getattr(config, "audio_channels", None)
+    layouts = [audio, audio[:, None].expand(batch, channels if _is_int(channels) else 1, SAMPLES)]
+    for waveform in layouts if "input_values" in params else layouts[:1]:
+        if _runs(model, {"input_values": waveform.contiguous()}):
+            return {"input_values": waveform.contiguous()}, "random"
     return {"input_values": audio}, "random"
 
 
-FEATURE_BINS = ("num_mel_bins", "feature_size", "input_feat_per_channel", "feature_projection_input_dim")
-"""Config keys naming the feature width of a log-mel front end (stacked frames included)."""
+FEATURE_BINS = (
+    "input_size",
+    "num_mel_bins",
+    "feature_size",
+    "input_feat_per_channel",
+    "feature_projection_input_dim",
+)
+"""Config keys naming the feature width of a log-mel front end: stacked frames (FunASR's
+`input_size`, mel bins x frames per step) before plain mel bins."""
 FRAMES = 64
 """Mel frames (0.64 s) for an encoder without a fixed window: past any subsampling stack's field."""
 
@@ -207,6 +220,9 @@ def _features(model, config, params, generator, batch) -> tuple[dict[str, Any], 
     bins = next((getattr(node, k) for k in FEATURE_BINS if _is_int(getattr(node, k, None))), 80)
     positions = getattr(node, "max_source_positions", None)
     frames = 2 * positions if _is_int(positions) else FRAMES
+    window = getattr(node, "n_window", None)  # chunked attention: whole chunks of 2 x n_window
+    if not _is_int(positions) and _is_int(window) and window > 0:
+        frames = -(-frames // (2 * window)) * 2 * window
     for processor in _processors("audio", config.model_type, {"feature_size": bins}):
         hop = getattr(processor, "hop_length", 160)
         audio = torch.randn(batch, frames * hop, generator=generator)
@@ -225,7 +241,10 @@ def _features(model, config, params, generator, batch) -> tuple[dict[str, Any], 
             take = min(frames, features.shape[time_axis])
             fitted.narrow(time_axis, 0, take).copy_(features.narrow(time_axis, 0, take))
             how = f"processor {type(processor).__name__}"
-            return {"input_features": fitted, **_feature_mask(params, batch, frames)}, how
+            mask = _feature_mask(params, batch, frames)
+            if "attention_mask" in out and "attention_mask" in params:  # every frame is real
+                mask["attention_mask"] = torch.ones(batch, frames, dtype=torch.long)
+            return {"input_features": fitted, **mask}, how
     # no extractor: whichever layout the model's forward accepts
     channels_first = torch.randn(batch, bins, frames, generator=generator)
     mask = _feature_mask(params, batch, frames)
