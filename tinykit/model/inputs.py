@@ -64,19 +64,21 @@ def image_token(config: Any) -> int | None:
 def _processors(table_name: str, model_type: str, *geometries: dict[str, Any]) -> Iterator[Any]:
     """The type's processor from transformers' auto table, built for each tiny geometry in turn
     (processors name sizes differently: height/width, a pixel budget, patch and merge sizes)."""
-    import transformers
-    from transformers.models.auto import (
-        feature_extraction_auto,
-        image_processing_auto,
-        video_processing_auto,
-    )
+    import importlib
 
-    table = {
-        "image": image_processing_auto.IMAGE_PROCESSOR_MAPPING_NAMES,
-        "video": video_processing_auto.VIDEO_PROCESSOR_MAPPING_NAMES,
-        "audio": feature_extraction_auto.FEATURE_EXTRACTOR_MAPPING_NAMES,
+    import transformers
+
+    # only the table asked for: the video table's module needs torchvision, even to be read
+    module, attr = {
+        "image": ("image_processing_auto", "IMAGE_PROCESSOR_MAPPING_NAMES"),
+        "video": ("video_processing_auto", "VIDEO_PROCESSOR_MAPPING_NAMES"),
+        "audio": ("feature_extraction_auto", "FEATURE_EXTRACTOR_MAPPING_NAMES"),
     }[table_name]
-    names = table.get(model_type)  # type: ignore[attr-defined]  # an OrderedDict of names
+    try:
+        table = getattr(importlib.import_module(f"transformers.models.auto.{module}"), attr)
+    except ImportError:  # a backend the table needs is missing: no processor, random inputs
+        return
+    names = table.get(model_type) or table.get(_sibling(model_type, table))  # type: ignore[attr-defined]
     if isinstance(names, dict):
         names = [names.get("torchvision"), names.get("pil")]
     classes = [
@@ -84,12 +86,29 @@ def _processors(table_name: str, model_type: str, *geometries: dict[str, Any]) -
         for n in (names if isinstance(names, list | tuple) else [names])
         if n
     ]
-    for cls in [c for c in classes if c is not None][:1]:
+    for cls in [c for c in classes if c is not None]:
+        built = False
         for geometry in [*geometries, {}]:
             try:
-                yield cls(**{k: v for k, v in geometry.items() if v is not None})
+                processor = cls(**{k: v for k, v in geometry.items() if v is not None})
             except Exception:  # a processor that rejects a tiny setting: try the next one
                 continue
+            built = True
+            yield processor
+        if built:  # the first backend that builds (torchvision's, else PIL's) is the type's
+            return
+
+
+def _sibling(model_type: str, table: Any) -> str | None:
+    """A type sharing `model_type`'s multimodal processor class that the table lists (GLM-4V-MoE
+    uses GLM-4V's processor, and so its image processor)."""
+    from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
+
+    mine = PROCESSOR_MAPPING_NAMES.get(model_type)
+    return next(
+        (t for t, name in PROCESSOR_MAPPING_NAMES.items() if mine and name == mine and t in table),
+        None,
+    )
 
 
 def _keep(out: Any, params: set[str]) -> dict[str, Any]:
@@ -127,12 +146,16 @@ def _image(config, vision, params, generator, batch) -> tuple[dict[str, Any], st
         if pixels is not None and (pixels.dim() < 4 or pixels.shape[-1] == size):
             inputs, how = out, f"processor {type(processor).__name__}"
             break
+    if not inputs and "image_grid_thw" in params:  # a patch-merging model without a processor
+        return _patch_grid(vision, params, generator, batch, grid_key="image_grid_thw")
     if not inputs:
         inputs["pixel_values"] = torch.randn(batch, channels, size, size, generator=generator)
     return inputs, how
 
 
-def _patch_grid(vision, params, generator, batch) -> tuple[dict[str, Any], str]:
+def _patch_grid(
+    vision, params, generator, batch, grid_key: str = "grid_thw"
+) -> tuple[dict[str, Any], str]:
     """What the processors of patch-merging towers emit: every image's patches flattened to rows
     of channels x temporal patch x patch x patch values, and each image's (t, h, w) patch grid,
     h and w two merge windows wide."""
@@ -150,7 +173,7 @@ def _patch_grid(vision, params, generator, batch) -> tuple[dict[str, Any], str]:
     key = "hidden_states" if "hidden_states" in params else "pixel_values"
     patches = torch.randn(rows, channels * temporal * patch * patch, generator=generator)
     grid = torch.tensor([[1, side, side]] * batch)
-    return {key: patches, "grid_thw": grid}, "random"
+    return {key: patches, grid_key: grid}, "random"
 
 
 def _video(config, vision, key, params, generator, batch) -> tuple[dict[str, Any], str]:
