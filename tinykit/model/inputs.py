@@ -38,7 +38,7 @@ def media_inputs(model: Any, generator: Any, batch: int) -> tuple[dict[str, Any]
     if "pixel_values" in params and (
         main == "pixel_values" or _size(vision) is not None or has_tower
     ):
-        return _image(config, vision, params, generator, batch)
+        return _image(model, config, vision, params, generator, batch)
     return {}, ""
 
 
@@ -61,9 +61,13 @@ def image_token(config: Any) -> int | None:
     return None
 
 
-def _processors(table_name: str, model_type: str, *geometries: dict[str, Any]) -> Iterator[Any]:
+def _processors(
+    table_name: str, model_type: str, *geometries: dict[str, Any], config: Any = None
+) -> Iterator[Any]:
     """The type's processor from transformers' auto table, built for each tiny geometry in turn
-    (processors name sizes differently: height/width, a pixel budget, patch and merge sizes)."""
+    (processors name sizes differently: height/width, a pixel budget, patch and merge sizes).
+    Settings the processor and `config` name alike (an audio tower's `max_length` frames,
+    `num_mel_bins`) take the tiny config's value first."""
     import importlib
 
     import transformers
@@ -88,7 +92,8 @@ def _processors(table_name: str, model_type: str, *geometries: dict[str, Any]) -
     ]
     for cls in [c for c in classes if c is not None]:
         built = False
-        for geometry in [*geometries, {}]:
+        named = _named_like(cls, config) if config is not None else {}
+        for geometry in [*([named] if named else []), *geometries, {}]:
             try:
                 processor = cls(**{k: v for k, v in geometry.items() if v is not None})
             except Exception:  # a processor that rejects a tiny setting: try the next one
@@ -97,6 +102,15 @@ def _processors(table_name: str, model_type: str, *geometries: dict[str, Any]) -
             yield processor
         if built:  # the first backend that builds (torchvision's, else PIL's) is the type's
             return
+
+
+def _named_like(cls: Any, config: Any) -> dict[str, int]:
+    """The processor's integer settings that `config` also names, at the config's value."""
+    try:
+        accepted = set(inspect.signature(cls.__init__).parameters) - {"self", "kwargs"}
+    except (TypeError, ValueError):  # a processor without an inspectable constructor
+        return {}
+    return {k: getattr(config, k) for k in sorted(accepted) if _is_int(getattr(config, k, None))}
 
 
 def _sibling(model_type: str, table: Any) -> str | None:
@@ -115,7 +129,7 @@ def _keep(out: Any, params: set[str]) -> dict[str, Any]:
     return {k: v for k, v in out.items() if k in params and k != "input_ids"}
 
 
-def _image(config, vision, params, generator, batch) -> tuple[dict[str, Any], str]:
+def _image(model, config, vision, params, generator, batch) -> tuple[dict[str, Any], str]:
     import numpy as np
     import torch
 
@@ -128,10 +142,12 @@ def _image(config, vision, params, generator, batch) -> tuple[dict[str, Any], st
     merge = merge if _is_int(merge) else None
     step = (patch or 8) * (merge or 1)  # pixels per image token of patch-merging towers
     pixels_budget = {"shortest_edge": step * step, "longest_edge": 4 * step * step}
+    # any-resolution tiles (LLaVA-NeXT), rescaled to the tiny image side by the config shrink
+    tiles = {"image_grid_pinpoints": getattr(config, "image_grid_pinpoints", None)}
     geometries = (
-        {"size": square, "crop_size": square, "patch_size": patch, "merge_size": merge},
-        {"size": pixels_budget, "patch_size": patch, "merge_size": merge},
-        {"patch_size": patch, "merge_size": merge},
+        {"size": square, "crop_size": square, "patch_size": patch, "merge_size": merge, **tiles},
+        {"size": pixels_budget, "patch_size": patch, "merge_size": merge, **tiles},
+        {"patch_size": patch, "merge_size": merge, **tiles},
     )
     inputs: dict[str, Any] = {}
     how = "random"
@@ -146,10 +162,17 @@ def _image(config, vision, params, generator, batch) -> tuple[dict[str, Any], st
         if pixels is not None and (pixels.dim() < 4 or pixels.shape[-1] == size):
             inputs, how = out, f"processor {type(processor).__name__}"
             break
-    if not inputs and "image_grid_thw" in params:  # a patch-merging model without a processor
+    getter = getattr(model, "get_image_features", None)
+    reads = params | (set(inspect.signature(getter).parameters) if callable(getter) else set())
+    if not inputs and "image_grid_thw" in reads:  # a patch-merging model without a processor
         return _patch_grid(vision, params, generator, batch, grid_key="image_grid_thw")
     if not inputs:
-        inputs["pixel_values"] = torch.randn(batch, channels, size, size, generator=generator)
+        pixels = torch.randn(batch, channels, size, size, generator=generator)
+        # (batch, images, channels, h, w) where the tower reads several images per sample (Idefics3)
+        if callable(getter) and not _runs(getter, {"pixel_values": pixels}):
+            if _runs(getter, {"pixel_values": pixels[:, None]}):
+                pixels = pixels[:, None]
+        inputs["pixel_values"] = pixels
     return inputs, how
 
 
@@ -189,7 +212,7 @@ def _waveform(model, config, params, generator, batch) -> tuple[dict[str, Any], 
     import torch
 
     audio = torch.randn(batch, SAMPLES, generator=generator)
-    for processor in _processors("audio", config.model_type):
+    for processor in _processors("audio", config.model_type, config=config):
         try:
             out = processor(
                 [a.numpy() for a in audio],
@@ -246,7 +269,7 @@ def _features(model, config, params, generator, batch) -> tuple[dict[str, Any], 
     window = getattr(node, "n_window", None)  # chunked attention: whole chunks of 2 x n_window
     if not _is_int(positions) and _is_int(window) and window > 0:
         frames = -(-frames // (2 * window)) * 2 * window
-    for processor in _processors("audio", config.model_type, {"feature_size": bins}):
+    for processor in _processors("audio", config.model_type, {"feature_size": bins}, config=node):
         hop = getattr(processor, "hop_length", 160)
         audio = torch.randn(batch, frames * hop, generator=generator)
         try:
@@ -260,7 +283,9 @@ def _features(model, config, params, generator, batch) -> tuple[dict[str, Any], 
             continue
         if features.dim() == 3 and bins in features.shape[1:]:  # the extractor's own layout
             time_axis = 2 if features.shape[1] == bins else 1
-            fitted = torch.zeros(*[frames if i == time_axis else n for i, n in enumerate(features.shape)])
+            fitted = torch.zeros(
+                *[frames if i == time_axis else n for i, n in enumerate(features.shape)]
+            )
             take = min(frames, features.shape[time_axis])
             fitted.narrow(time_axis, 0, take).copy_(features.narrow(time_axis, 0, take))
             how = f"processor {type(processor).__name__}"
