@@ -27,6 +27,8 @@ def media_inputs(model: Any, generator: Any, batch: int) -> tuple[dict[str, Any]
         return _waveform(model, config, params, generator, batch)
     if main == "input_features":
         return _features(model, config, params, generator, batch)
+    if main == "latents":  # a codec's decoder alone: continuous latent frames
+        return _latents(model, config, generator, batch)
     vision = getattr(config, "vision_config", None) or config
     if "grid_thw" in params:  # a patch-merging tower alone (Qwen2-VL's): flattened patches + grid
         return _patch_grid(vision, params, generator, batch)
@@ -231,6 +233,21 @@ def _waveform(model, config, params, generator, batch) -> tuple[dict[str, Any], 
         if _runs(model, {"input_values": waveform.contiguous()}):
             return {"input_values": waveform.contiguous()}, "random"
     return {"input_values": audio}, "random"
+
+
+LATENT_WIDTHS = ("hidden_size", "latent_dim", "codebook_dim")
+"""Config keys that may name the channels of a codec decoder's latent frames."""
+
+
+def _latents(model, config, generator, batch) -> tuple[dict[str, Any], str]:
+    """Latent frames (batch, channels, 8) in the first width of LATENT_WIDTHS the decoder reads."""
+    import torch
+
+    widths = [getattr(config, k) for k in LATENT_WIDTHS if _is_int(getattr(config, k, None))]
+    candidates = [torch.randn(batch, w, 8, generator=generator) for w in dict.fromkeys(widths)]
+    runs = (c for c in candidates if _runs(model, {"latents": c}))
+    latents = next(runs, candidates[0] if candidates else torch.randn(batch, 32, 8))
+    return {"latents": latents}, "random"
 
 
 FEATURE_BINS = (
