@@ -145,6 +145,11 @@ def _shrink_node(
             and key not in recipe.drop
         ):
             overrides[key] = _shrink_entry(value, {}, recipe, ctx, f"{path}{key}.")
+    # a head's copy of its backbone's patch size (DPT necks reshape by it) follows the backbone
+    for key in recipe.knobs["patch_size"]:
+        for name, sub in shrunk_subs.items():
+            if key not in overrides and _is_int(full.get(key)) and full[name].get(key) == full[key]:
+                overrides[key] = sub.get(key, full[key])
     layer_keys = [k for k in recipe.knobs["layers"] if _is_int(full.get(k))]
     # a stack whose depth is the length of its block-type list (NemotronH's layers_block_type)
     depth_list = next(
@@ -178,6 +183,11 @@ def _shrink_node(
         for key in [*layer_keys[1:], *recipe.knobs["other_layers"]]:
             if _is_int(full.get(key)):
                 overrides[key] = min(full[key], len(plan.kept))
+    outputs = _backbone_outputs(full, ctx, path)
+    if outputs:  # stage names and features follow from the depth and the indices
+        for key in ("out_features", "stage_names"):
+            base.pop(key, None)
+        overrides.update(outputs)
     overrides.update(copy.deepcopy(recipe.set))
     merged = {**full, **shrunk_subs, **overrides}
     for key, expr in recipe.derive.items():
@@ -191,6 +201,32 @@ def _shrink_node(
 
 
 _DEPTH = "<depth>"  # the planned depth of a stack that has no depth key of its own
+
+
+def _backbone_outputs(full: dict[str, Any], ctx: _Context, path: str) -> dict[str, Any]:
+    """A backbone's selected stages (`out_indices`), kept as many as the source selects: a neck
+    or decoder reads one feature map per selected stage (DPT's neck_hidden_sizes, UperNet's
+    in_channels), so a tiny backbone that yields fewer breaks the head.
+
+    Stage backbones (ResNet, Swin) keep their stage count, so the source's selection stands.
+    A layer stack (ViT) selects its last layers; a stack of one block type planned shallower
+    than the selection is deepened to it (`stage_names` follow from the depth)."""
+    indices = full.get("out_indices")
+    if not _is_int_list(indices) or "stage_names" not in full:
+        return {}
+    stages = len(full["stage_names"])
+    indices = sorted({i % stages for i in indices})
+    plan = ctx.plans.get(path or ".")
+    out: dict[str, Any] = {}
+    if plan is None or ctx.keep_depth:
+        return {"out_indices": indices}
+    stem = [0] if 0 in indices else []
+    wanted, depth = len(indices) - len(stem), len(plan.kept)
+    if wanted > depth and plan.distinct == 1 and set(plan.fields) == {plan.depth_key}:
+        if not isinstance(ctx.spec.layers, tuple):  # a slice keeps exactly the layers asked for
+            depth = min(wanted, plan.source_depth)
+            out[plan.depth_key] = depth
+    return {**out, "out_indices": stem + list(range(max(1, depth - wanted + 1), depth + 1))}
 
 
 def _is_list(value: Any) -> bool:
