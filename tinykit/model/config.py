@@ -266,6 +266,10 @@ ELEMENTWISE = {
 }
 
 
+PATCH_MERGING = ("spatial_merge_size", "temporal_patch_size", "merge_size", "patch_temporal")
+"""Keys of towers that read flattened patches (Qwen2-VL's): any patch size fits their input."""
+
+
 # Knobs whose keys may hold one value per stage of a vision backbone, shrunk entry by entry.
 PER_STAGE = ("width", "heads", "image_size", "patch_size", "stage_depths")
 
@@ -288,6 +292,9 @@ def _knob_values(full: dict[str, Any], recipe: Recipe, ctx: _Context) -> dict[st
         knob: [k for k in recipe.knobs.get(knob, ()) if _is_int_list(full.get(k))]
         for knob in PER_STAGE
     }
+    patches = bool(knob_keys["image_size"] or per_stage["image_size"]) or any(
+        _is_int(full.get(k)) for k in PATCH_MERGING
+    )
     width = min([full[k] for k in knob_keys["width"]] + [spec.hidden])
     heads_src = full[knob_keys["heads"][0]] if knob_keys["heads"] else None
     heads = _divisor_at_most(width, min(spec.heads, heads_src or spec.heads))
@@ -321,7 +328,7 @@ def _knob_values(full: dict[str, Any], recipe: Recipe, ctx: _Context) -> dict[st
                 out[key] = min(v, spec.window)
             elif knob == "image_size":
                 out[key] = min(v, spec.image_size)
-            elif knob == "patch_size" and (knob_keys["image_size"] or per_stage["image_size"]):
+            elif knob == "patch_size" and patches:
                 out[key] = min(v, spec.patch_size)
     stage_depth = 2 if spec.layers == "auto" else spec.layers  # 2: alternating blocks (Swin's)
     for knob, keys in per_stage.items():
@@ -333,7 +340,7 @@ def _knob_values(full: dict[str, Any], recipe: Recipe, ctx: _Context) -> dict[st
                 out[key] = [_divisor_at_most(width, min(spec.heads, h)) for h in v]
             elif knob == "image_size":
                 out[key] = _capped(v, spec.image_size)
-            elif knob == "patch_size" and (knob_keys["image_size"] or per_stage["image_size"]):
+            elif knob == "patch_size" and patches:
                 out[key] = _capped(v, spec.patch_size)
             elif knob == "stage_depths":
                 out[key] = _capped(v, stage_depth)

@@ -28,8 +28,9 @@ def media_inputs(model: Any, generator: Any, batch: int) -> tuple[dict[str, Any]
     if main == "input_features":
         return _features(config, params, generator, batch)
     vision = getattr(config, "vision_config", None) or config
-    if "grid_thw" in params:  # a patch-merging tower alone (Qwen2-VL's): flattened patches + grid
-        return _patch_grid(vision, params, generator, batch)
+    grid = next((g for g in GRID_INPUTS if g in params), None)
+    if grid is not None:  # a patch-merging tower alone (Qwen2-VL's): flattened patches + grid
+        return _patch_grid(vision, params, grid, generator, batch)
     if "pixel_values_videos" in params and "pixel_values" not in params:
         return _video(config, vision, "pixel_values_videos", params, generator, batch)
     if "pixel_values" in params and _is_int(getattr(vision, "num_frames", None)):
@@ -40,6 +41,10 @@ def media_inputs(model: Any, generator: Any, batch: int) -> tuple[dict[str, Any]
     ):
         return _image(config, vision, params, generator, batch)
     return {}, ""
+
+
+GRID_INPUTS = ("grid_thw", "image_grid_thw")
+"""Forward arguments naming each image's (t, h, w) patch grid, beside its flattened patches."""
 
 
 def _is_int(value: Any) -> bool:
@@ -132,7 +137,7 @@ def _image(config, vision, params, generator, batch) -> tuple[dict[str, Any], st
     return inputs, how
 
 
-def _patch_grid(vision, params, generator, batch) -> tuple[dict[str, Any], str]:
+def _patch_grid(vision, params, grid_key, generator, batch) -> tuple[dict[str, Any], str]:
     """What the processors of patch-merging towers emit: every image's patches flattened to rows
     of channels x temporal patch x patch x patch values, and each image's (t, h, w) patch grid,
     h and w two merge windows wide."""
@@ -144,13 +149,13 @@ def _patch_grid(vision, params, generator, batch) -> tuple[dict[str, Any], str]:
 
     channels = setting("in_channels", "num_channels", "in_chans", default=3)
     patch = setting("patch_size", default=8)
-    temporal = setting("temporal_patch_size", default=1)
-    side = 2 * setting("spatial_merge_size", default=1)
+    temporal = setting("temporal_patch_size", "patch_temporal", default=1)
+    side = 2 * setting("spatial_merge_size", "merge_size", default=1)
     rows = batch * side * side
     key = "hidden_states" if "hidden_states" in params else "pixel_values"
     patches = torch.randn(rows, channels * temporal * patch * patch, generator=generator)
     grid = torch.tensor([[1, side, side]] * batch)
-    return {key: patches, "grid_thw": grid}, "random"
+    return {key: patches, grid_key: grid}, "random"
 
 
 def _video(config, vision, key, params, generator, batch) -> tuple[dict[str, Any], str]:
