@@ -180,9 +180,12 @@ def _shrink_node(
                 for layer, entry in overrides[key].items()
             }
         # every other depth key of the node (xLSTM's num_blocks beside num_hidden_layers) follows
+        # (at least 2 under auto, as a main stack: a one-layer encoder (RT-DETR's) must not leave
+        # its decoder one layer deep, where per-layer heads tied to layer 0 have nothing to tie)
+        depth = max(len(plan.kept), 2 if ctx.spec.layers == "auto" else 1)
         for key in [*layer_keys[1:], *recipe.knobs["other_layers"]]:
             if _is_int(full.get(key)):
-                overrides[key] = min(full[key], len(plan.kept))
+                overrides[key] = min(full[key], depth)
     outputs = _backbone_outputs(full, ctx, path)
     if outputs:  # stage names and features follow from the depth and the indices
         for key in ("out_features", "stage_names"):
