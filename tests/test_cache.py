@@ -10,6 +10,7 @@ import textwrap
 import pytest
 import torch
 import transformers
+from conftest import HUB_FILES
 
 import tinykit
 from tinykit.artifacts import cache as tk_cache
@@ -18,6 +19,9 @@ from tinykit.artifacts.named import build_artifact, normalise
 from tinykit.cli import main
 from tinykit.errors import CacheEntryCorrupt, UsageError
 from tinykit.progress import to_stderr
+
+QWEN3 = HUB_FILES / "Qwen" / "Qwen3-8B"  # config.json only
+QWEN_VL = HUB_FILES / "Qwen" / "Qwen2.5-VL-7B-Instruct"  # its tokenizer files
 
 
 def write_file(folder, name="weights.bin", data=b"abc"):
@@ -95,6 +99,23 @@ def test_a_local_source_is_keyed_by_its_content(tmp_path):
     before = c.key("model", src, {})
     write_file(src, data=b"two")
     assert c.key("model", src, {}) != before
+
+
+def test_a_file_the_spec_names_is_keyed_by_its_content(tmp_path):
+    """Editing a chat template in place must not hand back the model built with the old one."""
+    template = tmp_path / "chat.jinja"
+    template.write_text("{% for m in messages %}A: {{ m.content }}{% endfor %}")
+    c = Cache(tmp_path / "cache")
+    spec = {"tokenizer": str(QWEN_VL), "chat_template": str(template)}
+    first = build_artifact("model", str(QWEN3), spec, c)
+    template.write_text("{% for m in messages %}B: {{ m.content }}{% endfor %}")
+    second = build_artifact("model", str(QWEN3), spec, c)
+    assert first != second and len(c.builds()) == 2
+    assert transformers.AutoTokenizer.from_pretrained(second).chat_template.startswith("{% for m")
+    assert "B: " in transformers.AutoTokenizer.from_pretrained(second).chat_template
+    assert "A: " in transformers.AutoTokenizer.from_pretrained(first).chat_template
+    # a value that names no local file (a Hub id) is keyed by the spec alone
+    assert tk_cache.option_contents({"tokenizer": "Qwen/Qwen3-8B"}) == {}
 
 
 def test_a_spec_that_is_not_json_is_a_usage_error(tmp_path):

@@ -2,8 +2,9 @@
 
 An artifact (a tiny model, tokenizer or dataset folder) is stored as
 ``<root>/artifacts/<key>/<name>/`` where ``key`` is the sha256 of what determines its bytes:
-the kind, the source and its revision, the (normalised) spec, and the versions of the packages
-that key that kind (``tinykit._versions.ARTIFACT_KEYS``). ``<name>`` is a readable folder name
+the kind, the source and its revision, the (normalised) spec, the contents of the files the
+spec names (a chat template, a tokenizer folder, recipe files: ``FILE_OPTIONS``), and the
+versions of the packages that key that kind (``tinykit._versions.ARTIFACT_KEYS``). ``<name>`` is a readable folder name
 that depends only on the key's inputs, so builders that record their output folder's name
 write the same bytes on every machine. A build happens under a file lock
 (``<root>/locks/<key>.lock``); the artifact is complete once ``<key>/tinykit-cache.json`` is
@@ -45,6 +46,8 @@ from tinykit.progress import stage
 META_FILE = "tinykit-cache.json"  # beside the artifact folder, written last: "complete"
 BUILD_LOG = "builds.jsonl"  # one line per build actually performed (not per cache hit)
 REBUILD_VAR = "TINYKIT_CACHE_REBUILD"  # "0": a corrupt entry is an error, not rebuilt
+# spec options that may name a local file or folder: the key holds its content, not its path
+FILE_OPTIONS = ("chat_template", "tokenizer", "features", "recipes")
 
 
 def key_versions(kind: str) -> dict[str, str]:
@@ -86,6 +89,23 @@ def source_revision(source: Any, revision: str | None = None) -> str:
     if path.is_dir():
         return "sha256:" + tree_digest(path)
     return revision or "main"
+
+
+def option_contents(spec: Mapping[str, Any]) -> dict[str, str]:
+    """``{"option:path": digest}`` of every local file or folder a ``FILE_OPTIONS`` value names.
+
+    The same path with new bytes is a new artifact; a value that names nothing local (a Hub
+    id, an inline template) is keyed by the spec alone.
+    """
+    contents = {}
+    for option in FILE_OPTIONS:
+        value = spec.get(option)
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, (str, os.PathLike)) and str(item) and Path(item).exists():
+                path = Path(item)
+                digest = tree_digest(path) if path.is_dir() else sha256_file(path)
+                contents[f"{option}:{item}"] = digest
+    return contents
 
 
 def artifact_name(kind: str, source: Any) -> str:
@@ -170,7 +190,8 @@ class Cache:
 
         ``spec`` should be normalised (``tinykit.artifacts.named.normalise``) so that spelled-out
         defaults do not make a second key. ``content`` is where the source's files are when
-        ``source`` is a relative path.
+        ``source`` is a relative path. Files the spec names are keyed by content
+        (``option_contents``).
         """
         try:
             spec_json = json.dumps(dict(spec), sort_keys=True)
@@ -187,6 +208,8 @@ class Cache:
             "versions": key_versions(kind),
             "tinykit_source": tinykit_source_digest(),
         }
+        if contents := option_contents(spec):
+            payload["contents"] = contents
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
     def path(self, key: str) -> Path:

@@ -214,21 +214,21 @@ def _backbone_outputs(full: dict[str, Any], ctx: _Context, path: str) -> dict[st
     Stage backbones (ResNet, Swin) keep their stage count, so the source's selection stands.
     A layer stack (ViT) selects its last layers; a stack of one block type planned shallower
     than the selection is deepened to it (`stage_names` follow from the depth)."""
-    indices = full.get("out_indices")
-    if not _is_int_list(indices) or "stage_names" not in full:
+    selected, names = full.get("out_indices"), full.get("stage_names")
+    if not isinstance(selected, list) or not _is_int_list(selected) or not isinstance(names, list):
         return {}
-    stages = len(full["stage_names"])
-    indices = sorted({i % stages for i in indices})
+    indices = sorted({i % len(names) for i in selected})
     plan = ctx.plans.get(path or ".")
     out: dict[str, Any] = {}
     if plan is None or ctx.keep_depth:
         return {"out_indices": indices}
     stem = [0] if 0 in indices else []
     wanted, depth = len(indices) - len(stem), len(plan.kept)
-    if wanted > depth and plan.distinct == 1 and set(plan.fields) == {plan.depth_key}:
-        if not isinstance(ctx.spec.layers, tuple):  # a slice keeps exactly the layers asked for
-            depth = min(wanted, plan.source_depth)
-            out[plan.depth_key] = depth
+    homogeneous = plan.distinct == 1 and set(plan.fields) == {plan.depth_key}
+    # (a slice keeps exactly the layers asked for)
+    if wanted > depth and homogeneous and not isinstance(ctx.spec.layers, tuple):
+        depth = min(wanted, plan.source_depth)
+        out[plan.depth_key] = depth
     return {**out, "out_indices": stem + list(range(max(1, depth - wanted + 1), depth + 1))}
 
 
@@ -487,10 +487,11 @@ _OPS = {
 
 
 def _evaluate(expr: str, node: dict[str, Any], where: str) -> Any:
-    """Integer arithmetic over config keys (dotted names reach sub-configs); nothing else."""
+    """Arithmetic over config keys (dotted names reach sub-configs) and numbers; nothing else.
+    A float constant makes a float (xLSTM's width factors are typed float)."""
 
     def ev(n: ast.AST) -> Any:
-        if isinstance(n, ast.Constant) and _is_int(n.value):
+        if isinstance(n, ast.Constant) and (_is_int(n.value) or isinstance(n.value, float)):
             return n.value
         if isinstance(n, ast.BinOp) and type(n.op) in _OPS:
             return _OPS[type(n.op)](ev(n.left), ev(n.right))

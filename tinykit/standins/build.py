@@ -20,9 +20,9 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any
 
-from tinykit._files import output_errors, replace_folder, sha256_file, tree_digest
+from tinykit._files import output_errors, replace_folder
 from tinykit.errors import TinykitError
 from tinykit.hub.server.store import REVISIONS_DIR
 from tinykit.progress import stage
@@ -164,17 +164,9 @@ def _build_entry(
         )
         local = isinstance(entry.source, str) and (base / entry.source).exists()
         source = str((base / entry.source).resolve()) if local else entry.source
-        # A file option (chat template, tokenizer folder, features file) keys by its content:
-        # the same path with new bytes is a new stand-in.
-        contents = {
-            f"{k}:{path}": _digest(path)
-            for k in PATH_OPTIONS
-            for path in (spec[k] if isinstance(spec.get(k), list) else [spec.get(k)])
-            if _is_local(path)
-        }
-        key = cache.key(
-            entry.kind, entry.source, {**spec, "_contents": contents}, spec.get("revision"), source
-        )
+        # File options (chat template, tokenizer folder, features file) key by their content
+        # (Cache.key): the same path with new bytes is a new stand-in.
+        key = cache.key(entry.kind, entry.source, spec, spec.get("revision"), source)
         cached = cache.lookup(key) is not None
         shown = {"display_source": entry.source} if local and entry.kind != "tokenizer" else {}
 
@@ -193,15 +185,6 @@ def _build_entry(
         e.args = (f"{entry.where}: {e}",)
         raise
     return built, cached
-
-
-def _is_local(value: Any) -> TypeGuard[str]:
-    return isinstance(value, str) and Path(value).is_absolute() and Path(value).exists()
-
-
-def _digest(path: str) -> str:
-    p = Path(path)
-    return tree_digest(p) if p.is_dir() else sha256_file(p)
 
 
 def _shown(source: Any) -> str:

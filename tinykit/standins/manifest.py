@@ -35,13 +35,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tinykit.artifacts.cache import FILE_OPTIONS
 from tinykit.errors import UsageError
 
 SECTIONS = {"models": "model", "datasets": "dataset"}
 # manifest spelling -> builder keyword (`class` is a Python keyword)
 RENAMED = {"class": "model_class"}
 # options naming a file or folder: relative paths are read from the manifest's folder
-PATH_OPTIONS = ("chat_template", "tokenizer", "features", "recipes")
+PATH_OPTIONS = FILE_OPTIONS
 _REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 _ENTRY_KEYS = {"source", "revisions", "synthetic"}
 

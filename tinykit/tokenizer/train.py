@@ -60,7 +60,7 @@ def class_for_model_type(model_type: str) -> str:
         name = next((n for n in name if n), None)
     if name is not None and name not in _GENERIC and _trainable(name):
         return name
-    if model_type in _text_model_types():
+    if model_type in _text_model_types() or _is_text_tower(model_type):
         return _DEFAULT_CLASS
     raise UnsupportedModelError(
         f"model_type {model_type!r} takes no text input, so it has no tokenizer. "
@@ -78,6 +78,14 @@ def _trainable(name: str) -> bool:
         return False
 
 
+def _is_text_tower(model_type: str) -> bool:
+    """The text tower of a composite model (Qwen2-VL's `qwen2_vl_text`): its config class is
+    the composite's `text_config`, and it reads token ids as any text model does."""
+    from transformers import CONFIG_MAPPING
+
+    return getattr(CONFIG_MAPPING[model_type], "base_config_key", None) == "text_config"
+
+
 def _text_model_types() -> set[str]:
     from transformers.models.auto import modeling_auto
 
@@ -88,6 +96,7 @@ def _text_model_types() -> set[str]:
         "IMAGE_TEXT_TO_TEXT",
         "SPEECH_SEQ_2_SEQ",
         "TEXT_ENCODING",
+        "TOKEN_CLASSIFICATION",  # text taggers without an LM head (openai_privacy_filter)
     )
     found: set[str] = set()
     for kind in kinds:
