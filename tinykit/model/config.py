@@ -145,6 +145,11 @@ def _shrink_node(
             and key not in recipe.drop
         ):
             overrides[key] = _shrink_entry(value, {}, recipe, ctx, f"{path}{key}.")
+    # a head's copy of its backbone's patch size (DPT necks reshape by it) follows the backbone
+    for key in recipe.knobs["patch_size"]:
+        for name, sub in shrunk_subs.items():
+            if key not in overrides and _is_int(full.get(key)) and full[name].get(key) == full[key]:
+                overrides[key] = sub.get(key, full[key])
     layer_keys = [k for k in recipe.knobs["layers"] if _is_int(full.get(k))]
     # a stack whose depth is the length of its block-type list (NemotronH's layers_block_type)
     depth_list = next(
@@ -175,9 +180,17 @@ def _shrink_node(
                 for layer, entry in overrides[key].items()
             }
         # every other depth key of the node (xLSTM's num_blocks beside num_hidden_layers) follows
+        # (at least 2 under auto, as a main stack: a one-layer encoder (RT-DETR's) must not leave
+        # its decoder one layer deep, where per-layer heads tied to layer 0 have nothing to tie)
+        depth = max(len(plan.kept), 2 if ctx.spec.layers == "auto" else 1)
         for key in [*layer_keys[1:], *recipe.knobs["other_layers"]]:
             if _is_int(full.get(key)):
-                overrides[key] = min(full[key], len(plan.kept))
+                overrides[key] = min(full[key], depth)
+    outputs = _backbone_outputs(full, ctx, path)
+    if outputs:  # stage names and features follow from the depth and the indices
+        for key in ("out_features", "stage_names"):
+            base.pop(key, None)
+        overrides.update(outputs)
     overrides.update(copy.deepcopy(recipe.set))
     merged = {**full, **shrunk_subs, **overrides}
     for key, expr in recipe.derive.items():
@@ -243,6 +256,32 @@ def _rescale_pinpoints(
 _DEPTH = "<depth>"  # the planned depth of a stack that has no depth key of its own
 
 
+def _backbone_outputs(full: dict[str, Any], ctx: _Context, path: str) -> dict[str, Any]:
+    """A backbone's selected stages (`out_indices`), kept as many as the source selects: a neck
+    or decoder reads one feature map per selected stage (DPT's neck_hidden_sizes, UperNet's
+    in_channels), so a tiny backbone that yields fewer breaks the head.
+
+    Stage backbones (ResNet, Swin) keep their stage count, so the source's selection stands.
+    A layer stack (ViT) selects its last layers; a stack of one block type planned shallower
+    than the selection is deepened to it (`stage_names` follow from the depth)."""
+    selected, names = full.get("out_indices"), full.get("stage_names")
+    if not isinstance(selected, list) or not _is_int_list(selected) or not isinstance(names, list):
+        return {}
+    indices = sorted({i % len(names) for i in selected})
+    plan = ctx.plans.get(path or ".")
+    out: dict[str, Any] = {}
+    if plan is None or ctx.keep_depth:
+        return {"out_indices": indices}
+    stem = [0] if 0 in indices else []
+    wanted, depth = len(indices) - len(stem), len(plan.kept)
+    homogeneous = plan.distinct == 1 and set(plan.fields) == {plan.depth_key}
+    # (a slice keeps exactly the layers asked for)
+    if wanted > depth and homogeneous and not isinstance(ctx.spec.layers, tuple):
+        depth = min(wanted, plan.source_depth)
+        out[plan.depth_key] = depth
+    return {**out, "out_indices": stem + list(range(max(1, depth - wanted + 1), depth + 1))}
+
+
 def _is_list(value: Any) -> bool:
     return isinstance(value, list) and bool(value)
 
@@ -280,6 +319,10 @@ ELEMENTWISE = {
 }
 
 
+PATCH_MERGING = ("spatial_merge_size", "temporal_patch_size", "merge_size", "patch_temporal")
+"""Keys of towers that read flattened patches (Qwen2-VL's): any patch size fits their input."""
+
+
 # Knobs whose keys may hold one value per stage of a vision backbone, shrunk entry by entry.
 PER_STAGE = ("width", "heads", "image_size", "patch_size", "stage_depths")
 
@@ -302,6 +345,9 @@ def _knob_values(full: dict[str, Any], recipe: Recipe, ctx: _Context) -> dict[st
         knob: [k for k in recipe.knobs.get(knob, ()) if _is_int_list(full.get(k))]
         for knob in PER_STAGE
     }
+    patches = bool(knob_keys["image_size"] or per_stage["image_size"]) or any(
+        _is_int(full.get(k)) for k in PATCH_MERGING
+    )
     width = min([full[k] for k in knob_keys["width"]] + [spec.hidden])
     heads_src = full[knob_keys["heads"][0]] if knob_keys["heads"] else None
     heads = _divisor_at_most(width, min(spec.heads, heads_src or spec.heads))
@@ -335,7 +381,7 @@ def _knob_values(full: dict[str, Any], recipe: Recipe, ctx: _Context) -> dict[st
                 out[key] = min(v, spec.window)
             elif knob == "image_size":
                 out[key] = min(v, spec.image_size)
-            elif knob == "patch_size" and (knob_keys["image_size"] or per_stage["image_size"]):
+            elif knob == "patch_size" and patches:
                 out[key] = min(v, spec.patch_size)
     stage_depth = 2 if spec.layers == "auto" else spec.layers  # 2: alternating blocks (Swin's)
     for knob, keys in per_stage.items():
@@ -347,7 +393,7 @@ def _knob_values(full: dict[str, Any], recipe: Recipe, ctx: _Context) -> dict[st
                 out[key] = [_divisor_at_most(width, min(spec.heads, h)) for h in v]
             elif knob == "image_size":
                 out[key] = _capped(v, spec.image_size)
-            elif knob == "patch_size" and (knob_keys["image_size"] or per_stage["image_size"]):
+            elif knob == "patch_size" and patches:
                 out[key] = _capped(v, spec.patch_size)
             elif knob == "stage_depths":
                 out[key] = _capped(v, stage_depth)

@@ -30,8 +30,9 @@ def media_inputs(model: Any, generator: Any, batch: int) -> tuple[dict[str, Any]
     if main == "latents":  # a codec's decoder alone: continuous latent frames
         return _latents(model, config, generator, batch)
     vision = getattr(config, "vision_config", None) or config
-    if "grid_thw" in params:  # a patch-merging tower alone (Qwen2-VL's): flattened patches + grid
-        return _patch_grid(vision, params, generator, batch)
+    grid = next((g for g in GRID_INPUTS if g in params), None)
+    if grid is not None:  # a patch-merging tower alone (Qwen2-VL's): flattened patches + grid
+        return _patch_grid(vision, params, grid, generator, batch)
     if "pixel_values_videos" in params and "pixel_values" not in params:
         return _video(config, vision, "pixel_values_videos", params, generator, batch)
     if "pixel_values" in params and _is_int(getattr(vision, "num_frames", None)):
@@ -42,6 +43,10 @@ def media_inputs(model: Any, generator: Any, batch: int) -> tuple[dict[str, Any]
     ):
         return _image(model, config, vision, params, generator, batch)
     return {}, ""
+
+
+GRID_INPUTS = ("grid_thw", "image_grid_thw")
+"""Forward arguments naming each image's (t, h, w) patch grid, beside its flattened patches."""
 
 
 def image_features_getter(model: Any) -> Any:
@@ -178,7 +183,7 @@ def _image(model, config, vision, params, generator, batch) -> tuple[dict[str, A
     getter = image_features_getter(model)
     reads = params | (set(inspect.signature(getter).parameters) if callable(getter) else set())
     if not inputs and "image_grid_thw" in reads:  # a patch-merging model without a processor
-        return _patch_grid(vision, params, generator, batch, grid_key="image_grid_thw")
+        return _patch_grid(vision, params, "image_grid_thw", generator, batch)
     if not inputs:
         pixels = torch.randn(batch, channels, size, size, generator=generator)
         # (batch, images, channels, h, w) where the tower reads several images per sample and
@@ -211,9 +216,7 @@ def _patchified(processor: Any, raw: Any) -> dict[str, Any]:
     return {"pixel_values": torch.stack([r.reshape(-1, r.shape[-1]) for r in rows])}
 
 
-def _patch_grid(
-    vision, params, generator, batch, grid_key: str = "grid_thw"
-) -> tuple[dict[str, Any], str]:
+def _patch_grid(vision, params, grid_key, generator, batch) -> tuple[dict[str, Any], str]:
     """What the processors of patch-merging towers emit: every image's patches flattened to rows
     of channels x temporal patch x patch x patch values, and each image's (t, h, w) patch grid,
     h and w two merge windows wide."""
@@ -225,8 +228,8 @@ def _patch_grid(
 
     channels = setting("in_channels", "num_channels", "in_chans", default=3)
     patch = setting("patch_size", default=8)
-    temporal = setting("temporal_patch_size", default=1)
-    side = 2 * setting("spatial_merge_size", default=1)
+    temporal = setting("temporal_patch_size", "patch_temporal", default=1)
+    side = 2 * setting("spatial_merge_size", "merge_size", default=1)
     rows = batch * side * side
     key = "hidden_states" if "hidden_states" in params else "pixel_values"
     patches = torch.randn(rows, channels * temporal * patch * patch, generator=generator)
