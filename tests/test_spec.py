@@ -76,7 +76,13 @@ def test_any_spec_within_bounds_builds_a_working_model_or_fails_cleanly(tmp_path
 
     outcomes = Counter()
 
-    @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    # derandomized: the share that builds depends on the draws, and a CI run must not hinge on them
+    @settings(
+        max_examples=30,
+        deadline=None,
+        derandomize=True,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
     @given(folder=st.sampled_from(NATIVE), spec=specs())
     def check(folder, spec):
         out = tmp_path_factory.mktemp("prop") / "tiny"
