@@ -427,11 +427,12 @@ def block_types(model: Any) -> dict[str, list[str]]:
     for name, module in model.named_modules():
         if not isinstance(module, torch.nn.ModuleList) or not len(module):
             continue
-        if not all(len(list(layer.children())) > 1 for layer in module):
+        layers = [layer for layer in module if layer is not None]  # Informer's empty slots
+        if not layers or not all(len(list(layer.children())) > 1 for layer in layers):
             continue  # a list of plain tensors-holders (experts, norms), not a layer stack
         stack = re.sub(r"\.\d+(?=\.|$)", ".*", name)  # T5's per-block lists form one stack
         stacks[stack] = sorted(
-            set(stacks.get(stack, [])) | {_layer_kind(layer) for layer in module}
+            set(stacks.get(stack, [])) | {_layer_kind(layer) for layer in layers}
         )
     return stacks
 
