@@ -23,6 +23,8 @@ def media_inputs(model: Any, generator: Any, batch: int) -> tuple[dict[str, Any]
     params = set(inspect.signature(model.forward).parameters)
     main = model.main_input_name
     config = model.config
+    if main == "latents":  # a codec's decoder alone (Mimi's): continuous latents to decode
+        return _latents(config, generator, batch)
     if "past_values" in params:  # a time-series forecaster: a lagged history and a horizon
         return _series(config, params, generator, batch)
     if main == "input_values" or ("input_values" in params and "input_ids" not in params):
@@ -66,18 +68,17 @@ def image_token(config: Any) -> int | None:
 def _processors(table_name: str, model_type: str, *geometries: dict[str, Any]) -> Iterator[Any]:
     """The type's processor from transformers' auto table, built for each tiny geometry in turn
     (processors name sizes differently: height/width, a pixel budget, patch and merge sizes)."""
-    import transformers
-    from transformers.models.auto import (
-        feature_extraction_auto,
-        image_processing_auto,
-        video_processing_auto,
-    )
+    import importlib
 
-    table = {
-        "image": image_processing_auto.IMAGE_PROCESSOR_MAPPING_NAMES,
-        "video": video_processing_auto.VIDEO_PROCESSOR_MAPPING_NAMES,
-        "audio": feature_extraction_auto.FEATURE_EXTRACTOR_MAPPING_NAMES,
+    import transformers
+
+    # only the table asked for: the video table's module needs torchvision, absent on CPU installs
+    module, attribute = {
+        "image": ("image_processing_auto", "IMAGE_PROCESSOR_MAPPING_NAMES"),
+        "video": ("video_processing_auto", "VIDEO_PROCESSOR_MAPPING_NAMES"),
+        "audio": ("feature_extraction_auto", "FEATURE_EXTRACTOR_MAPPING_NAMES"),
     }[table_name]
+    table = getattr(importlib.import_module(f"transformers.models.auto.{module}"), attribute)
     names = table.get(model_type)  # type: ignore[attr-defined]  # an OrderedDict of names
     if isinstance(names, dict):
         names = [names.get("torchvision"), names.get("pil")]
@@ -164,6 +165,21 @@ def _video(config, vision, key, params, generator, batch) -> tuple[dict[str, Any
     return {key: torch.randn(batch, frames, channels, size, size, generator=generator)}, "random"
 
 
+def _latents(config, generator, batch) -> tuple[dict[str, Any], str]:
+    """(batch, latent width, frames): the latent width is `latent_dim` where the codec compresses
+    below its hidden size (Pocket-TTS's), else the hidden size."""
+    import torch
+
+    width = next(
+        v for v in (getattr(config, "latent_dim", None), config.hidden_size) if _is_int(v)
+    )
+    return {"latents": torch.randn(batch, width, LATENT_FRAMES, generator=generator)}, "random"
+
+
+LATENT_FRAMES = 8
+"""Frames of latents given to a codec's decoder: each upsamples to hundreds of samples."""
+
+
 def _series(config, params, generator, batch) -> tuple[dict[str, Any], str]:
     """A forecaster's history (context plus its largest lag), its observed mask, time features and
     static features, and the future window the decoder is trained on (TimeSeriesTransformer's)."""
@@ -212,6 +228,9 @@ def _waveform(config, params, generator, batch) -> tuple[dict[str, Any], str]:
                 return inputs, f"processor {type(processor).__name__}"
         except Exception:  # the extractor wants another layout: the raw waveform instead
             pass
+    channels = getattr(config, "audio_channels", None)
+    if _is_int(channels):  # a codec (EnCodec, Mimi) reads (batch, channels, samples)
+        audio = audio[:, None].expand(batch, channels, SAMPLES).contiguous()
     return {"input_values": audio}, "random"
 
 

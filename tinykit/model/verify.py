@@ -280,6 +280,7 @@ def _train_forward_backward(model: Any, inputs: dict, labels: dict, report: Veri
         if getattr(out, "loss", None) is not None
         else _differentiable(out).float().pow(2).mean()
     )
+    loss = loss.mean()  # a per-sample loss (DAC's) is averaged over the batch
     report.loss = float(loss.detach())
     if not math.isfinite(report.loss):
         report.problems.append(f"loss is not finite ({report.loss})")
