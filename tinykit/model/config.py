@@ -124,10 +124,14 @@ class _Context:
 
 
 def _shrink_node(
-    full: dict[str, Any], base: dict[str, Any], path: str, ctx: _Context
+    full: dict[str, Any], base: dict[str, Any], path: str, ctx: _Context, family: str = ""
 ) -> dict[str, Any]:
-    """Shrink one (sub)config: writes overrides into `base`, returns the node's shrunk values."""
-    recipe = recipe_for(full.get("model_type") or "", ctx.recipes)
+    """Shrink one (sub)config: writes overrides into `base`, returns the node's shrunk values.
+
+    A sub-config class registered without a model_type of its own (Pocket-TTS's flow head) is
+    part of its parent's family: it gets the parent's recipe."""
+    family = full.get("model_type") or family
+    recipe = recipe_for(family, ctx.recipes)
     ctx.used.update(recipe.sources)
     for key in recipe.drop if not ctx.remote_code else set(recipe.drop) - {"auto_map"}:
         base.pop(key, None)
@@ -135,7 +139,7 @@ def _shrink_node(
     for key, value in full.items():
         if isinstance(value, dict) and "model_type" in value:
             sub = base.setdefault(key, {"model_type": value["model_type"]})
-            shrunk_subs[key] = _shrink_node(value, sub, f"{path}{key}.", ctx)
+            shrunk_subs[key] = _shrink_node(value, sub, f"{path}{key}.", ctx, family)
     overrides = _knob_values(full, recipe, ctx)
     for key, value in full.items():  # plain settings dicts (`head_config`) name sizes too
         if (

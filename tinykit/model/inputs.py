@@ -28,7 +28,7 @@ def media_inputs(model: Any, generator: Any, batch: int) -> tuple[dict[str, Any]
     if "past_values" in params:  # a time-series forecaster: a lagged history and a horizon
         return _series(config, params, generator, batch)
     if main == "input_values" or ("input_values" in params and "input_ids" not in params):
-        return _waveform(config, params, generator, batch)
+        return _waveform(model, config, params, generator, batch)
     if main == "input_features":
         return _features(config, params, generator, batch)
     vision = getattr(config, "vision_config", None) or config
@@ -212,11 +212,15 @@ def _series(config, params, generator, batch) -> tuple[dict[str, Any], str]:
     return {k: v for k, v in inputs.items() if k in params}, "random"
 
 
-def _waveform(config, params, generator, batch) -> tuple[dict[str, Any], str]:
+def _waveform(model, config, params, generator, batch) -> tuple[dict[str, Any], str]:
+    """A second of audio through the type's extractor, set to the tiny config's spectrogram
+    geometry where it computes one (AST's frames x mel bins); else the raw waveform, with a
+    channel axis where the model reads one."""
     import torch
 
     audio = torch.randn(batch, SAMPLES, generator=generator)
-    for processor in _processors("audio", config.model_type):
+    geometry = {k: getattr(config, k, None) for k in SPECTROGRAM if "num_mel_bins" in vars(config)}
+    for processor in _processors("audio", config.model_type, geometry):
         try:
             out = processor(
                 [a.numpy() for a in audio],
@@ -230,8 +234,27 @@ def _waveform(config, params, generator, batch) -> tuple[dict[str, Any], str]:
             pass
     channels = getattr(config, "audio_channels", None)
     if _is_int(channels):  # a codec (EnCodec, Mimi) reads (batch, channels, samples)
-        audio = audio[:, None].expand(batch, channels, SAMPLES).contiguous()
+        return {"input_values": audio[:, None].expand(-1, channels, -1).contiguous()}, "random"
+    if not _runs_on(model, {"input_values": audio}):  # OmniASR's tower reads (batch, 1, samples)
+        return {"input_values": audio[:, None]}, "random"
     return {"input_values": audio}, "random"
+
+
+SPECTROGRAM = ("num_mel_bins", "max_length")
+"""Config keys of a spectrogram front end that the extractor must match (frames x mel bins)."""
+
+
+def _runs_on(model: Any, inputs: dict[str, Any]) -> bool:
+    """Whether a no-grad forward on `inputs` succeeds: where nothing in the config says which
+    layout the model reads, the first that runs is the one it reads."""
+    import torch
+
+    try:
+        with torch.no_grad():
+            model(**inputs)
+    except Exception:  # the model rejects this layout: the caller tries the next one
+        return False
+    return True
 
 
 def _features(config, params, generator, batch) -> tuple[dict[str, Any], str]:
