@@ -63,10 +63,30 @@ def test_summary_figures_count_upstream_failures_apart():
     assert [r["group"] for r in report["rows"]] == ["vision", "vision", "audio"]
 
 
+def test_any_resolution_grids_and_tower_layer_indexes_follow_the_tiny_tower():
+    next_ = _shrunk("llava_next")  # pinpoints are multiples of a 336-pixel tile at full size
+    side = next_.vision_config.image_size
+    assert side < 336 and all(v % side == 0 for pair in next_.image_grid_pinpoints for v in pair)
+    vip = _shrunk("vipllava")  # five layers of a 24-layer tower: [-2, -5, -8, -11, 6]
+    depth = vip.vision_config.num_hidden_layers
+    assert len(vip.vision_feature_layers) == 5
+    assert all(-(depth + 1) <= i <= depth for i in vip.vision_feature_layers)
+
+
 # One type per non-text fix: per-stage lists, BatchNorm backbones, a patch-merging tower alone,
-# an M-RoPE image-text model with its default mrope_section absent. The whole --all sweep is
+# an M-RoPE image-text model with its default mrope_section absent, log-mel features read time-major
+# (Parakeet) and with a required frame mask in whole attention chunks (Qwen3-ASR), a codec's
+# (batch, channels, samples) waveform (Mimi). The whole --all sweep is
 # `nox -s coverage -- --all` (TINYKIT_RUN_SWEEP=1 in tests/test_size.py runs the text one).
-SAMPLED = ["resnet", "swin", "qwen2_5_vl_vision", "qwen2_vl"]
+SAMPLED = [
+    "resnet",
+    "swin",
+    "qwen2_5_vl_vision",
+    "qwen2_vl",
+    "parakeet_encoder",
+    "qwen3_asr_encoder",
+    "mimi_encoder",
+]
 
 
 @pytest.fixture(scope="module")

@@ -124,14 +124,10 @@ class _Context:
 
 
 def _shrink_node(
-    full: dict[str, Any], base: dict[str, Any], path: str, ctx: _Context, family: str = ""
+    full: dict[str, Any], base: dict[str, Any], path: str, ctx: _Context
 ) -> dict[str, Any]:
-    """Shrink one (sub)config: writes overrides into `base`, returns the node's shrunk values.
-
-    A sub-config class registered without a model_type of its own (Pocket-TTS's flow head) is
-    part of its parent's family: it gets the parent's recipe."""
-    family = full.get("model_type") or family
-    recipe = recipe_for(family, ctx.recipes)
+    """Shrink one (sub)config: writes overrides into `base`, returns the node's shrunk values."""
+    recipe = recipe_for(full.get("model_type") or "", ctx.recipes)
     ctx.used.update(recipe.sources)
     for key in recipe.drop if not ctx.remote_code else set(recipe.drop) - {"auto_map"}:
         base.pop(key, None)
@@ -139,7 +135,7 @@ def _shrink_node(
     for key, value in full.items():
         if isinstance(value, dict) and "model_type" in value:
             sub = base.setdefault(key, {"model_type": value["model_type"]})
-            shrunk_subs[key] = _shrink_node(value, sub, f"{path}{key}.", ctx, family)
+            shrunk_subs[key] = _shrink_node(value, sub, f"{path}{key}.", ctx)
     overrides = _knob_values(full, recipe, ctx)
     for key, value in full.items():  # plain settings dicts (`head_config`) name sizes too
         if (
@@ -189,9 +185,59 @@ def _shrink_node(
             continue
         overrides[key] = merged[key] = _evaluate(expr, merged, f"{path}{key}")
     _shrink_rope(merged, overrides, recipe)
+    _clamp_tower_layers(merged, overrides, shrunk_subs.get("vision_config"), recipe)
+    _rescale_pinpoints(full, merged, overrides)
     _rescale_rope_positions(full, merged, overrides)
     base.update(overrides)
     return {**merged, **overrides}
+
+
+def _clamp_tower_layers(
+    merged: dict[str, Any], overrides: dict[str, Any], tower: dict[str, Any] | None, recipe: Recipe
+) -> None:
+    """Indexes into the shrunk vision tower's hidden states (VipLLaVA's five layers, Molmo2's
+    adapter's two) are clamped to its depth + 1 states, keeping their count and sign."""
+    depth = _first_int(tower or {}, recipe.knobs["layers"])
+    if depth is None:
+        return
+    keys = recipe.layer_fields.get("tower_layer_refs", ())
+
+    def clamp(v: int) -> int:
+        return max(v, -(depth + 1)) if v < 0 else min(v, depth)
+
+    nodes = [
+        ("", merged),
+        *(
+            (k, v)
+            for k, v in merged.items()
+            if k.endswith("_config") and isinstance(v, dict) and "model_type" not in v
+        ),
+    ]
+    for name, node in nodes:
+        for key in keys:
+            value = node.get(key)
+            if _is_int(value) or _is_int_list(value):
+                fixed = [clamp(v) for v in value] if isinstance(value, list) else clamp(value)
+                if name:
+                    overrides[name] = merged[name] = {**node, key: fixed}
+                else:
+                    overrides[key] = merged[key] = fixed
+
+
+def _rescale_pinpoints(
+    full: dict[str, Any], merged: dict[str, Any], overrides: dict[str, Any]
+) -> None:
+    """Any-resolution grids (LLaVA-NeXT's `image_grid_pinpoints`, multiples of the tower's image
+    side) are scaled with the tower's image side, so that every tile is one tiny image."""
+    grid = merged.get("image_grid_pinpoints")
+    before = (full.get("vision_config") or {}).get("image_size")
+    after = (merged.get("vision_config") or {}).get("image_size")
+    if not (isinstance(grid, list) and _is_int(before) and _is_int(after)) or before == after:
+        return
+    if all(_is_int_list(pair) and all(v % before == 0 for v in pair) for pair in grid):
+        overrides["image_grid_pinpoints"] = merged["image_grid_pinpoints"] = [
+            [v // before * after for v in pair] for pair in grid
+        ]
 
 
 _DEPTH = "<depth>"  # the planned depth of a stack that has no depth key of its own

@@ -23,14 +23,14 @@ def media_inputs(model: Any, generator: Any, batch: int) -> tuple[dict[str, Any]
     params = set(inspect.signature(model.forward).parameters)
     main = model.main_input_name
     config = model.config
-    if main == "latents":  # a codec's decoder alone (Mimi's): continuous latents to decode
-        return _latents(config, generator, batch)
     if "past_values" in params:  # a time-series forecaster: a lagged history and a horizon
         return _series(config, params, generator, batch)
     if main == "input_values" or ("input_values" in params and "input_ids" not in params):
         return _waveform(model, config, params, generator, batch)
     if main == "input_features":
-        return _features(config, params, generator, batch)
+        return _features(model, config, params, generator, batch)
+    if main == "latents":  # a codec's decoder alone: continuous latent frames
+        return _latents(model, config, generator, batch)
     vision = getattr(config, "vision_config", None) or config
     if "grid_thw" in params:  # a patch-merging tower alone (Qwen2-VL's): flattened patches + grid
         return _patch_grid(vision, params, generator, batch)
@@ -42,7 +42,7 @@ def media_inputs(model: Any, generator: Any, batch: int) -> tuple[dict[str, Any]
     if "pixel_values" in params and (
         main == "pixel_values" or _size(vision) is not None or has_tower
     ):
-        return _image(config, vision, params, generator, batch)
+        return _image(model, config, vision, params, generator, batch)
     return {}, ""
 
 
@@ -65,21 +65,28 @@ def image_token(config: Any) -> int | None:
     return None
 
 
-def _processors(table_name: str, model_type: str, *geometries: dict[str, Any]) -> Iterator[Any]:
+def _processors(
+    table_name: str, model_type: str, *geometries: dict[str, Any], config: Any = None
+) -> Iterator[Any]:
     """The type's processor from transformers' auto table, built for each tiny geometry in turn
-    (processors name sizes differently: height/width, a pixel budget, patch and merge sizes)."""
+    (processors name sizes differently: height/width, a pixel budget, patch and merge sizes).
+    Settings the processor and `config` name alike (an audio tower's `max_length` frames,
+    `num_mel_bins`) take the tiny config's value first."""
     import importlib
 
     import transformers
 
-    # only the table asked for: the video table's module needs torchvision, absent on CPU installs
-    module, attribute = {
+    # only the table asked for: the video table's module needs torchvision, even to be read
+    module, attr = {
         "image": ("image_processing_auto", "IMAGE_PROCESSOR_MAPPING_NAMES"),
         "video": ("video_processing_auto", "VIDEO_PROCESSOR_MAPPING_NAMES"),
         "audio": ("feature_extraction_auto", "FEATURE_EXTRACTOR_MAPPING_NAMES"),
     }[table_name]
-    table = getattr(importlib.import_module(f"transformers.models.auto.{module}"), attribute)
-    names = table.get(model_type)  # type: ignore[attr-defined]  # an OrderedDict of names
+    try:
+        table = getattr(importlib.import_module(f"transformers.models.auto.{module}"), attr)
+    except ImportError:  # a backend the table needs is missing: no processor, random inputs
+        return
+    names = table.get(model_type) or table.get(_sibling(model_type, table))  # type: ignore[attr-defined]
     if isinstance(names, dict):
         names = [names.get("torchvision"), names.get("pil")]
     classes = [
@@ -87,19 +94,46 @@ def _processors(table_name: str, model_type: str, *geometries: dict[str, Any]) -
         for n in (names if isinstance(names, list | tuple) else [names])
         if n
     ]
-    for cls in [c for c in classes if c is not None][:1]:
-        for geometry in [*geometries, {}]:
+    for cls in [c for c in classes if c is not None]:
+        built = False
+        named = _named_like(cls, config) if config is not None else {}
+        for geometry in [*([named] if named else []), *geometries, {}]:
             try:
-                yield cls(**{k: v for k, v in geometry.items() if v is not None})
+                processor = cls(**{k: v for k, v in geometry.items() if v is not None})
             except Exception:  # a processor that rejects a tiny setting: try the next one
                 continue
+            built = True
+            yield processor
+        if built:  # the first backend that builds (torchvision's, else PIL's) is the type's
+            return
+
+
+def _named_like(cls: Any, config: Any) -> dict[str, int]:
+    """The processor's integer settings that `config` also names, at the config's value."""
+    try:
+        accepted = set(inspect.signature(cls.__init__).parameters) - {"self", "kwargs"}
+    except (TypeError, ValueError):  # a processor without an inspectable constructor
+        return {}
+    return {k: getattr(config, k) for k in sorted(accepted) if _is_int(getattr(config, k, None))}
+
+
+def _sibling(model_type: str, table: Any) -> str | None:
+    """A type sharing `model_type`'s multimodal processor class that the table lists (GLM-4V-MoE
+    uses GLM-4V's processor, and so its image processor)."""
+    from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
+
+    mine = PROCESSOR_MAPPING_NAMES.get(model_type)
+    return next(
+        (t for t, name in PROCESSOR_MAPPING_NAMES.items() if mine and name == mine and t in table),
+        None,
+    )
 
 
 def _keep(out: Any, params: set[str]) -> dict[str, Any]:
     return {k: v for k, v in out.items() if k in params and k != "input_ids"}
 
 
-def _image(config, vision, params, generator, batch) -> tuple[dict[str, Any], str]:
+def _image(model, config, vision, params, generator, batch) -> tuple[dict[str, Any], str]:
     import numpy as np
     import torch
 
@@ -112,10 +146,12 @@ def _image(config, vision, params, generator, batch) -> tuple[dict[str, Any], st
     merge = merge if _is_int(merge) else None
     step = (patch or 8) * (merge or 1)  # pixels per image token of patch-merging towers
     pixels_budget = {"shortest_edge": step * step, "longest_edge": 4 * step * step}
+    # any-resolution tiles (LLaVA-NeXT), rescaled to the tiny image side by the config shrink
+    tiles = {"image_grid_pinpoints": getattr(config, "image_grid_pinpoints", None)}
     geometries = (
-        {"size": square, "crop_size": square, "patch_size": patch, "merge_size": merge},
-        {"size": pixels_budget, "patch_size": patch, "merge_size": merge},
-        {"patch_size": patch, "merge_size": merge},
+        {"size": square, "crop_size": square, "patch_size": patch, "merge_size": merge, **tiles},
+        {"size": pixels_budget, "patch_size": patch, "merge_size": merge, **tiles},
+        {"patch_size": patch, "merge_size": merge, **tiles},
     )
     inputs: dict[str, Any] = {}
     how = "random"
@@ -130,12 +166,23 @@ def _image(config, vision, params, generator, batch) -> tuple[dict[str, Any], st
         if pixels is not None and (pixels.dim() < 4 or pixels.shape[-1] == size):
             inputs, how = out, f"processor {type(processor).__name__}"
             break
+    getter = getattr(model, "get_image_features", None)
+    reads = params | (set(inspect.signature(getter).parameters) if callable(getter) else set())
+    if not inputs and "image_grid_thw" in reads:  # a patch-merging model without a processor
+        return _patch_grid(vision, params, generator, batch, grid_key="image_grid_thw")
     if not inputs:
-        inputs["pixel_values"] = torch.randn(batch, channels, size, size, generator=generator)
+        pixels = torch.randn(batch, channels, size, size, generator=generator)
+        # (batch, images, channels, h, w) where the tower reads several images per sample (Idefics3)
+        if callable(getter) and not _runs(getter, {"pixel_values": pixels}):
+            if _runs(getter, {"pixel_values": pixels[:, None]}):
+                pixels = pixels[:, None]
+        inputs["pixel_values"] = pixels
     return inputs, how
 
 
-def _patch_grid(vision, params, generator, batch) -> tuple[dict[str, Any], str]:
+def _patch_grid(
+    vision, params, generator, batch, grid_key: str = "grid_thw"
+) -> tuple[dict[str, Any], str]:
     """What the processors of patch-merging towers emit: every image's patches flattened to rows
     of channels x temporal patch x patch x patch values, and each image's (t, h, w) patch grid,
     h and w two merge windows wide."""
@@ -153,7 +200,7 @@ def _patch_grid(vision, params, generator, batch) -> tuple[dict[str, Any], str]:
     key = "hidden_states" if "hidden_states" in params else "pixel_values"
     patches = torch.randn(rows, channels * temporal * patch * patch, generator=generator)
     grid = torch.tensor([[1, side, side]] * batch)
-    return {key: patches, "grid_thw": grid}, "random"
+    return {key: patches, grid_key: grid}, "random"
 
 
 def _video(config, vision, key, params, generator, batch) -> tuple[dict[str, Any], str]:
@@ -163,21 +210,6 @@ def _video(config, vision, key, params, generator, batch) -> tuple[dict[str, Any
     frames = getattr(vision, "num_frames", None) or 4
     channels = getattr(vision, "num_channels", 3) or 3
     return {key: torch.randn(batch, frames, channels, size, size, generator=generator)}, "random"
-
-
-def _latents(config, generator, batch) -> tuple[dict[str, Any], str]:
-    """(batch, latent width, frames): the latent width is `latent_dim` where the codec compresses
-    below its hidden size (Pocket-TTS's), else the hidden size."""
-    import torch
-
-    width = next(
-        v for v in (getattr(config, "latent_dim", None), config.hidden_size) if _is_int(v)
-    )
-    return {"latents": torch.randn(batch, width, LATENT_FRAMES, generator=generator)}, "random"
-
-
-LATENT_FRAMES = 8
-"""Frames of latents given to a codec's decoder: each upsamples to hundreds of samples."""
 
 
 def _series(config, params, generator, batch) -> tuple[dict[str, Any], str]:
@@ -213,14 +245,10 @@ def _series(config, params, generator, batch) -> tuple[dict[str, Any], str]:
 
 
 def _waveform(model, config, params, generator, batch) -> tuple[dict[str, Any], str]:
-    """A second of audio through the type's extractor, set to the tiny config's spectrogram
-    geometry where it computes one (AST's frames x mel bins); else the raw waveform, with a
-    channel axis where the model reads one."""
     import torch
 
     audio = torch.randn(batch, SAMPLES, generator=generator)
-    geometry = {k: getattr(config, k, None) for k in SPECTROGRAM if "num_mel_bins" in vars(config)}
-    for processor in _processors("audio", config.model_type, geometry):
+    for processor in _processors("audio", config.model_type, config=config):
         try:
             out = processor(
                 [a.numpy() for a in audio],
@@ -232,38 +260,67 @@ def _waveform(model, config, params, generator, batch) -> tuple[dict[str, Any], 
                 return inputs, f"processor {type(processor).__name__}"
         except Exception:  # the extractor wants another layout: the raw waveform instead
             pass
+    # no extractor: (batch, samples) as wav2vec2 reads it, or (batch, channels, samples) as codecs
     channels = getattr(config, "audio_channels", None)
-    if _is_int(channels):  # a codec (EnCodec, Mimi) reads (batch, channels, samples)
-        return {"input_values": audio[:, None].expand(-1, channels, -1).contiguous()}, "random"
-    if not _runs_on(model, {"input_values": audio}):  # OmniASR's tower reads (batch, 1, samples)
-        return {"input_values": audio[:, None]}, "random"
+    layouts = [audio, audio[:, None].expand(batch, channels if _is_int(channels) else 1, SAMPLES)]
+    for waveform in layouts if "input_values" in params else layouts[:1]:
+        if _runs(model, {"input_values": waveform.contiguous()}):
+            return {"input_values": waveform.contiguous()}, "random"
     return {"input_values": audio}, "random"
 
 
-SPECTROGRAM = ("num_mel_bins", "max_length")
-"""Config keys of a spectrogram front end that the extractor must match (frames x mel bins)."""
+LATENT_WIDTHS = ("hidden_size", "latent_dim", "codebook_dim")
+"""Config keys that may name the channels of a codec decoder's latent frames."""
 
 
-def _runs_on(model: Any, inputs: dict[str, Any]) -> bool:
-    """Whether a no-grad forward on `inputs` succeeds: where nothing in the config says which
-    layout the model reads, the first that runs is the one it reads."""
+def _latents(model, config, generator, batch) -> tuple[dict[str, Any], str]:
+    """Latent frames (batch, channels, 8) in the first width of LATENT_WIDTHS the decoder reads."""
     import torch
 
-    try:
-        with torch.no_grad():
-            model(**inputs)
-    except Exception:  # the model rejects this layout: the caller tries the next one
-        return False
-    return True
+    widths = [getattr(config, k) for k in LATENT_WIDTHS if _is_int(getattr(config, k, None))]
+    candidates = [torch.randn(batch, w, 8, generator=generator) for w in dict.fromkeys(widths)]
+    runs = (c for c in candidates if _runs(model, {"latents": c}))
+    latents = next(runs, candidates[0] if candidates else torch.randn(batch, 32, 8))
+    return {"latents": latents}, "random"
 
 
-def _features(config, params, generator, batch) -> tuple[dict[str, Any], str]:
-    """Log-mel features: Whisper-style encoders need exactly 2 x max_source_positions frames."""
+FEATURE_BINS = (
+    "input_size",
+    "num_mel_bins",
+    "feature_size",
+    "input_feat_per_channel",
+    "feature_projection_input_dim",
+)
+"""Config keys naming the feature width of a log-mel front end: stacked frames (FunASR's
+`input_size`, mel bins x frames per step) before plain mel bins."""
+FRAMES = 64
+"""Mel frames (0.64 s) for an encoder without a fixed window: past any subsampling stack's field."""
+
+
+def _audio_node(config: Any) -> Any:
+    """The config, or the sub-config of its audio tower (`encoder_config`, `audio_config`), that
+    names the feature width."""
+    from transformers import PretrainedConfig
+
+    nodes = [config, *(v for v in vars(config).values() if isinstance(v, PretrainedConfig))]
+    named = (n for n in nodes if any(_is_int(getattr(n, k, None)) for k in FEATURE_BINS))
+    return next(named, config)
+
+
+def _features(model, config, params, generator, batch) -> tuple[dict[str, Any], str]:
+    """Log-mel features in the layout the model reads: (batch, bins, frames) as Whisper's, or
+    (batch, frames, bins) as Parakeet's; Whisper-style encoders need exactly 2 x
+    max_source_positions frames."""
     import torch
 
-    bins = getattr(config, "num_mel_bins", None) or getattr(config, "feature_size", None) or 80
-    frames = 2 * getattr(config, "max_source_positions", 8)
-    for processor in _processors("audio", config.model_type, {"feature_size": bins}):
+    node = _audio_node(config)
+    bins = next((getattr(node, k) for k in FEATURE_BINS if _is_int(getattr(node, k, None))), 80)
+    positions = getattr(node, "max_source_positions", None)
+    frames = 2 * positions if _is_int(positions) else FRAMES
+    window = getattr(node, "n_window", None)  # chunked attention: whole chunks of 2 x n_window
+    if not _is_int(positions) and _is_int(window) and window > 0:
+        frames = -(-frames // (2 * window)) * 2 * window
+    for processor in _processors("audio", config.model_type, {"feature_size": bins}, config=node):
         hop = getattr(processor, "hop_length", 160)
         audio = torch.randn(batch, frames * hop, generator=generator)
         try:
@@ -273,14 +330,47 @@ def _features(config, params, generator, batch) -> tuple[dict[str, Any], str]:
                 return_tensors="pt",
             )
             features = out["input_features"]
-            if features.dim() == 3 and features.shape[1] == bins:
-                fitted = torch.zeros(batch, bins, frames)
-                take = min(frames, features.shape[-1])
-                fitted[..., :take] = features[..., :take]
-                return {"input_features": fitted}, f"processor {type(processor).__name__}"
         except Exception:  # the extractor wants other settings: random features instead
-            pass
-    return {"input_features": torch.randn(batch, bins, frames, generator=generator)}, "random"
+            continue
+        if features.dim() == 3 and bins in features.shape[1:]:  # the extractor's own layout
+            time_axis = 2 if features.shape[1] == bins else 1
+            fitted = torch.zeros(
+                *[frames if i == time_axis else n for i, n in enumerate(features.shape)]
+            )
+            take = min(frames, features.shape[time_axis])
+            fitted.narrow(time_axis, 0, take).copy_(features.narrow(time_axis, 0, take))
+            how = f"processor {type(processor).__name__}"
+            mask = _feature_mask(params, batch, frames)
+            if "attention_mask" in out and "attention_mask" in params:  # every frame is real
+                mask["attention_mask"] = torch.ones(batch, frames, dtype=torch.long)
+            return {"input_features": fitted, **mask}, how
+    # no extractor: whichever layout the model's forward accepts
+    channels_first = torch.randn(batch, bins, frames, generator=generator)
+    mask = _feature_mask(params, batch, frames)
+    for features in (channels_first, channels_first.transpose(1, 2).contiguous()):
+        if _runs(model, {"input_features": features, **mask}):
+            return {"input_features": features, **mask}, "random"
+    return {"input_features": channels_first, **mask}, "random"
+
+
+def _feature_mask(params: set[str], batch: int, frames: int) -> dict[str, Any]:
+    """Encoders whose forward requires a frame mask beside the features (Qwen3-ASR's) get one
+    that keeps every frame."""
+    import torch
+
+    key = "input_features_mask"
+    return {key: torch.ones(batch, frames, dtype=torch.long)} if key in params else {}
+
+
+def _runs(model: Any, inputs: dict[str, Any]) -> bool:
+    import torch
+
+    try:
+        with torch.no_grad():
+            model(**inputs)
+    except Exception:  # this layout does not suit the model: the caller tries the next
+        return False
+    return True
 
 
 def image_token_ids(model: Any, pixels: dict[str, Any], text: Any) -> Any:

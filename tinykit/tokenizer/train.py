@@ -88,6 +88,15 @@ def _text_model_types() -> set[str]:
         "IMAGE_TEXT_TO_TEXT",
         "SPEECH_SEQ_2_SEQ",
         "TEXT_ENCODING",
+        # image/audio models that read text too: dual encoders, retrievers, text-to-speech
+        "ZERO_SHOT_IMAGE_CLASSIFICATION",
+        "ZERO_SHOT_OBJECT_DETECTION",
+        "RETRIEVAL",
+        "MULTIMODAL_LM",
+        "VISUAL_QUESTION_ANSWERING",
+        "DOCUMENT_QUESTION_ANSWERING",
+        "TEXT_TO_SPECTROGRAM",
+        "TEXT_TO_WAVEFORM",
     )
     found: set[str] = set()
     for kind in kinds:
