@@ -234,9 +234,15 @@ def make_inputs(model: Any, generator: Any) -> tuple[dict[str, Any], dict[str, A
     if "return_loss" in params:
         labels["return_loss"] = True
     elif "labels" in params and getattr(config, "is_encoder_decoder", False):
-        labels["labels"] = torch.randint(0, vocab, (BATCH, SEQ // 2), generator=generator)
+        # a multi-codebook decoder (MusicGen's) reads (batch * codebooks, seq) token rows and is
+        # trained on (batch, seq, codebooks) labels
+        codebooks = getattr(text, "num_codebooks", None)
+        per_step = (codebooks,) if isinstance(codebooks, int) else ()
+        labels["labels"] = torch.randint(
+            0, vocab, (BATCH, SEQ // 2, *per_step), generator=generator
+        )
         inputs["decoder_input_ids"] = torch.randint(
-            0, vocab, (BATCH, SEQ // 2), generator=generator
+            0, vocab, (BATCH * (codebooks or 1), SEQ // 2), generator=generator
         )
     elif "labels" in params and "input_ids" in inputs and not _is_classifier(model):
         labels["labels"] = ids
