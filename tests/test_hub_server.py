@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -221,6 +222,49 @@ def test_push_round_trip_writes_a_copy_never_the_mounted_source(tiny_hub, weight
     assert sorted(p.name for p in weights_repo.iterdir()) == before
     assert {s.rfilename for s in api.model_info("org/bert").siblings} >= {"new.txt", "config.json"}
     assert "vocab.txt" not in {s.rfilename for s in api.model_info("org/bert").siblings}
+
+
+def test_reads_during_commits_always_get_a_file_that_matches_its_etag(tiny_hub, tmp_path):
+    """A commit renames the repo folder away and back: a read must never fall in between (a
+    404) or send one commit's bytes under another's ETag."""
+    api = HfApi()
+    api.create_repo("org/busy")
+    api.upload_file(path_or_fileobj=b"v0", path_in_repo="config.json", repo_id="org/busy")
+    done = threading.Event()
+
+    def commit_forever():
+        n = 0
+        while not done.is_set():
+            n += 1
+            data = b"v%d" % n * (1 + n % 7)  # sizes vary too
+            api.upload_file(path_or_fileobj=data, path_in_repo="config.json", repo_id="org/busy")
+
+    writer = threading.Thread(target=commit_forever)
+    writer.start()
+    try:
+        answers = [_raw(tiny_hub, "GET", "/org/busy/resolve/main/config.json") for _ in range(300)]
+    finally:
+        done.set()
+        writer.join()
+    assert [status for status, _, _ in answers if status != 200] == []
+    for _, headers, body in answers:
+        blob_id = hashlib.sha1(b"blob %d\0" % len(body) + body).hexdigest()
+        assert headers["ETag"] == f'"{blob_id}"'
+    assert len({body for _, _, body in answers}) > 1  # the commits did land in between
+
+
+def test_a_snapshot_taken_before_a_commit_is_taken_again(tiny_hub):
+    api = HfApi()
+    api.create_repo("org/moved")
+    api.upload_file(path_or_fileobj=b"old", path_in_repo="a.txt", repo_id="org/moved")
+    store = tiny_hub.store
+    stale = store.snapshot("model", "org/moved")
+    api.upload_file(path_or_fileobj=b"newer", path_in_repo="a.txt", repo_id="org/moved")
+    with store.current(stale) as fresh:
+        assert fresh.sha != stale.sha and fresh.files["a.txt"].size == 5
+        assert Path(fresh.files["a.txt"].local).read_bytes() == b"newer"
+    with store.current(fresh) as same:
+        assert same is fresh
 
 
 def test_failed_and_slow_responses_are_injected_and_counted(tiny_hub, weights_repo):

@@ -117,11 +117,21 @@ def test_cli_diff_prints_the_root_exits_1_and_writes_json_and_html(llama_dumps, 
     _, _, a, b = llama_dumps
     assert main(["dumps", "diff", str(a), str(a)]) == 0
     assert capsys.readouterr().out.startswith("no divergence")
-    html = tmp_path / "r.html"
-    assert main(["dumps", "diff", str(a), str(b), "--json", "--html", str(html)]) == 1
+    html, png = tmp_path / "r.html", tmp_path / "r.png"
+    argv = ["dumps", "diff", str(a), str(b), "--json", "--html", str(html), "--plot", str(png)]
+    assert main(argv) == 1
     data = json.loads(capsys.readouterr().out)
     assert data["root"]["module"] == "model.layers.1.mlp.down_proj"
-    assert "model.layers.1.mlp.down_proj" in html.read_text()
+    page = html.read_text()
+    assert page.startswith("<!doctype html>") and "model.layers.1.mlp.down_proj" in page
+    assert page.count("<tr") == len(data["rows"]) + 1  # a header, then one row per record
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    from matplotlib.image import imread
+
+    pixels = imread(png)  # decodes: a real PNG, with bars drawn in more than a few colours
+    assert pixels.shape[0] >= 300 and pixels.shape[1] >= 600
+    assert len({tuple(p) for p in pixels.reshape(-1, pixels.shape[-1])[::7].tolist()}) > 10
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".r.")]  # temp names renamed
     # a loose tolerance hides the 1e-3 perturbation
     assert main(["dumps", "diff", str(a), str(b), "--atol", "1", "--rtol", "1"]) == 0
 
@@ -165,7 +175,11 @@ def test_record_stats_max_bytes_ring_buffer_and_modules_glob(tiny_model, tmp_pat
     assert [r.module for r in rec.records] == ["model.layers.0.mlp", "model.layers.1.mlp"]
     assert rec.records[-1].step == 2 and rec.records[-1].call == 2
     out = rec.records[-1].outputs[0]
-    assert out.nan == 0 and out.zeros == 0 and out.min < 0 < out.max and out.hash
+    assert out.nan == 0 and out.zeros == 0 and out.min < 0 < out.max
+    assert out.hash == ""  # in memory, bytes are hashed only on request
+    with tinykit.record(model, modules="lm_head", what=("output",), hashes=True) as hashed:
+        model(input_ids=IDS)
+    assert len(hashed.records[0].outputs[0].hash) == 32
     with tinykit.record(model, out=tmp_path / "small", max_bytes=3000):
         model(input_ids=IDS)
     manifest = json.loads((tmp_path / "small" / "manifest.json").read_text())

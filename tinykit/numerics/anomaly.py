@@ -5,27 +5,38 @@
             model(**batch).loss.backward()          # raises tinykit.NumericsError
 
 It runs on the numerics `Recorder` (one hook set with `tinykit.record` and `check_determinism`,
-and it stacks with them): every forward call of every module of `model` is summarised as abs-min
-/ abs-max of its inputs and outputs (one host sync per call), and each module's backward as the
-gradient it received and the one it passed on. The first non-finite value raises `NumericsError`
+and it stacks with them): every floating input and output of every forward call of every module
+of `model`, and of each module's backward (the gradient it received and the one it passed on), is
+reduced to one 0-d value with no host sync; those are checked together, one host sync, when the
+top-level forward returns and when a backward pass ends. The first non-finite value, in call
+order, raises `NumericsError` (then, not in the middle of the forward)
 naming the step, the module's qualified name and the tensor ("input[0]", "output.loss",
 "grad input[0]": the gradient its own backward produced), with the last `frames` frames in
 transformers' `DebugUnderflowOverflow` layout; `err.report` holds the same as JSON-ready data.
 
 Unlike `DebugUnderflowOverflow` it checks gradients too, keeps a bounded ring buffer (cleared,
 never replaced), resets after each finding, removes its hooks on exit, and has no mutable default.
-`every=k` (or `sampled=True`) checks every k-th step only, one fused finite check per module call
-and one host sync per step, for long runs.
+`every=k` checks every k-th step only (the sampled mode): the other steps run no per-module hook.
 """
 
 from __future__ import annotations
 
+import math
 import warnings
+from collections import deque
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from tinykit.errors import NumericsError, UsageError
-from tinykit.numerics.record import RawTensors, Record, Recorder, Sink, TensorSummary
+from tinykit.numerics.record import (
+    RawTensors,
+    Record,
+    Recorder,
+    Sink,
+    TensorSummary,
+    _dtype,
+    minmax_summaries,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -33,6 +44,9 @@ if TYPE_CHECKING:
 __all__ = ["AnomalyDetector", "NumericsWarning", "detect_anomalies", "format_frames"]
 
 FP16_MAX = 65504.0
+
+# (record, its raw (inputs, outputs), [(side 0/1, name, tensor, version, 0-d probe)])
+Pending = tuple[Record, RawTensors, list[tuple[int, str, Any, int, Any]]]
 
 
 class NumericsWarning(UserWarning):
@@ -110,7 +124,18 @@ class AnomalyDetector(Sink):
         self.warnings: list[dict[str, Any]] = []
         self.traced: dict[int, list[Record]] = {}
         self._warned: set[str] = set()
-        self._pending: list[tuple[Record, Any]] = []  # sampled mode: (record, finite flag)
+        self.frames = frames
+        # records since the last check, with their raw tensors and (side, name, tensor, version,
+        # 0-d probe) per floating tensor; the last `frames` checked ones stay as the tail
+        self._pending: list[Pending] = []
+        self._tail: deque[Pending] = deque(maxlen=frames)
+        self._flags: list[Any] = []  # the 0-d probes of the pending records
+        self._probes: dict[int, tuple[Any, int, Any]] = {}  # id -> (tensor, version, probe)
+        # warn_above: (index in _pending, record, name, dtype, 0-d min, 0-d max) of each output
+        self._peaks: list[tuple[int, Record, str, str, Any, Any]] = []
+        self._frames: list[Record] = []
+        self._large: list[tuple[int, Record, str, str, float]] = []  # peaks not yet warned about
+        self._callback_queued = False
         self._tripped = False
         self._found_step = -1
         what = ("input", "output", "grad") if grads else ("input", "output")
@@ -118,7 +143,7 @@ class AnomalyDetector(Sink):
             model=model,
             auto_steps=True,
             what=what,
-            summary="none" if self.sampled else "minmax",
+            summary="none",  # the detector reduces the raw tensors itself
             frames=frames,
             steps=range(0, 1 << 62, every) if every > 1 else None,
             sink=self,
@@ -142,69 +167,148 @@ class AnomalyDetector(Sink):
         self.recorder.next_step()
 
     def frames_text(self) -> str:
-        return format_frames(self.recorder.records)
+        """The last `frames` frames (of a finding, after one), in DebugUnderflowOverflow's layout."""
+        return format_frames(self._frames or self._window(self._pending))
 
     # -- the checks -----------------------------------------------------------------------
+    #
+    # Each floating tensor of a record is reduced to ONE 0-d value with no host sync: its float32
+    # sum, which is NaN/Inf iff an element is (or, rarely, when finite values overflow the sum:
+    # such a suspect is verified on the tensor itself). The values are checked together, one
+    # host sync, when the model's top-level forward returns and when a backward pass ends; only
+    # then, and only on a finding, are the offending record located in call order and abs-min /
+    # abs-max computed for the frames of the report (the tensors are held until the check).
 
     def on_record(self, rec: Recorder, record: Record, tensors: RawTensors) -> None:
         if self._tripped:
             return
         if record.step in self.trace_steps:
             self.traced.setdefault(record.step, []).append(record)
-        if self.sampled:
-            self._pending.append((record, _fused_finite_flag(tensors)))
-            return
-        if record.step == self._found_step:
-            return  # what follows a finding in its step is its consequence, not a new one
-        inputs, outputs = record.inputs, record.outputs
-        bad_in = next((s for s in inputs if self._bad(s)), None)
-        bad_out = next((s for s in outputs if self._bad(s)), None)
-        if bad_in is not None or bad_out is not None:
-            raw = dict(tensors[0] + tensors[1])
-            bad = bad_in if bad_in is not None else bad_out
-            assert bad is not None
-            self._found(record, bad, raw.get(bad.name), is_input=bad_in is not None, raw=raw)
-        elif self.warn_above is not None and record.kind == "forward":
-            self._check_large(record)
+        entries = []
+        for side, named in enumerate(tensors):
+            for name, t in named:
+                if t.is_floating_point() and t.numel():
+                    entries.append((side, name, t, t._version, self._probe(t)))
+        if self.warn_above is not None and record.kind == "forward":
+            for name, t in tensors[1]:
+                if t.is_floating_point() and t.numel():
+                    import torch
+
+                    where = len(self._pending)  # the index of this record in the check
+                    self._peaks.append((where, record, name, _dtype(t), *torch.aminmax(t.detach())))
+        self._pending.append((record, tensors, entries))
+        if record.kind == "grad" and not self._callback_queued:
+            from torch.autograd import Variable
+
+            # runs when this backward pass has finished: the check of its records
+            Variable._execution_engine.queue_callback(self._check)
+            self._callback_queued = True
+        elif record.kind in ("forward", "probe") and not rec._stack:
+            self._check()  # the top-level forward (or a probe outside one) is over
 
     def on_step(self, rec: Recorder, step: int) -> None:
-        if not self._pending or self._tripped:
-            self._pending.clear()
-            return
+        self._check()
+
+    def _probe(self, t: torch.Tensor) -> Any:
+        """The 0-d float32 value of `t` that is non-finite iff an element is (see above)."""
         import torch
 
-        pending, self._pending = self._pending, []
-        flags = torch.stack([f for _, f in pending]).tolist()  # the one host sync of the step
-        for (record, _), ok in zip(pending, flags, strict=True):
-            if not ok:
-                self._found_sampled(record, step)
-                return
+        key = id(t)
+        known = self._probes.get(key)
+        if known is not None and known[0] is t and known[1] == t._version:
+            return known[2]  # the unchanged output of the previous module, now an input
+        d = t.detach()
+        value = torch.sum(d, dtype=torch.float64 if d.dtype == torch.float64 else torch.float32)
+        self._probes[key] = (t, t._version, value)
+        self._flags.append(value)
+        return value
+
+    def _check(self) -> None:
+        import torch
+
+        self._callback_queued = False
+        pending, flags, peaks = self._pending, self._flags, self._peaks
+        self._pending, self._flags, self._peaks, self._probes = [], [], [], {}
+        self._large = []
+        if self._tripped or not pending:
+            return
+        values = torch.stack([f.float() for f in flags]).tolist() if flags else []
+        if peaks:  # the check's second host sync, only with warn_above
+            peak_values = torch.stack([v.float() for p in peaks for v in p[4:]]).tolist()
+            self._large = [
+                (where, record, name, dtype, max(-peak_values[2 * j], peak_values[2 * j + 1]))
+                for j, (where, record, name, dtype, _, _) in enumerate(peaks)
+            ]
+        try:
+            if not math.isfinite(sum(values)):
+                self._locate(pending)
+            self._check_large(len(pending))
+        finally:
+            for record, _, _ in pending:
+                if record.step in self.trace_steps:
+                    self._resolve(record, pending)
+            self._tail.extend(pending)
+
+    def _locate(self, pending: list[Pending]) -> None:
+        """The first tensor, in call order, that is really NaN (or Inf): report it."""
+        for i, (record, tensors, entries) in enumerate(pending):
+            if record.step == self._found_step:
+                continue  # what follows a finding in its step is its consequence, not a new one
+            for side, name, t, version, value in entries:
+                if math.isfinite(value.item()):
+                    continue
+                if t._version == version:  # not changed in place since: verify on the tensor
+                    d = t.detach()
+                    if not bool(d.isnan().any() if not self.inf else ~d.isfinite().all()):
+                        continue  # finite values whose sum overflowed
+                elif not self.inf and not math.isnan(value.item()):
+                    continue
+                bad = minmax_summaries([(name, t)], {})[0]
+                if not self._bad(bad):
+                    continue
+                self._check_large(i + 1)  # warnings about earlier calls come first
+                self._frames = self._window(pending[: i + 1])
+                raw = dict(tensors[0] + tensors[1])
+                self._found(record, bad, t, is_input=side == 0, raw=raw)
+                break
+
+    def _window(self, upto: list[Pending]) -> list[Record]:
+        """The last `frames` records up to the finding, with their abs-min / abs-max."""
+        window = [*self._tail, *upto][-self.frames :]
+        for record, tensors, _ in window:
+            self._resolve(record, [(record, tensors, [])])
+        return [r for r, _, _ in window]
+
+    @staticmethod
+    def _resolve(record: Record, pending: list[Pending]) -> None:
+        for r, tensors, _ in pending:
+            if r is record and not (record.inputs or record.outputs):
+                record.inputs = minmax_summaries(tensors[0], {})
+                record.outputs = minmax_summaries(tensors[1], {})
 
     def _bad(self, s: TensorSummary) -> bool:
         return bool(s.nan or (self.inf and (s.posinf or s.neginf)))
 
-    def _check_large(self, record: Record) -> None:
-        assert self.warn_above is not None
-        for s in record.outputs:
-            if (
-                s.absmax is not None
-                and s.absmax > self.warn_above
-                and record.module not in (self._warned)
-            ):
+    def _check_large(self, upto: int) -> None:
+        """Warn about the outputs past warn_above among the first `upto` records of the check."""
+        while self._large and self._large[0][0] < upto:
+            _, record, name, dtype, absmax = self._large.pop(0)
+            assert self.warn_above is not None
+            if absmax > self.warn_above and record.module not in self._warned:
                 self._warned.add(record.module)
                 item = {
                     "step": record.step,
                     "module": record.module,
                     "class": record.cls,
-                    "tensor": s.name,
-                    "absmax": s.absmax,
-                    "dtype": s.dtype,
+                    "tensor": name,
+                    "absmax": absmax,
+                    "dtype": dtype,
                 }
                 self.warnings.append(item)
-                limit = " (float16 overflows past 65504)" if s.dtype == "float16" else ""
+                limit = " (float16 overflows past 65504)" if dtype == "float16" else ""
                 warnings.warn(
-                    f"tinykit: '{record.module}' ({record.cls}) {s.name} reaches |x| = "
-                    f"{s.absmax:.3g} > warn_above={self.warn_above:g} at step {record.step}"
+                    f"tinykit: '{record.module}' ({record.cls}) {name} reaches |x| = "
+                    f"{absmax:.3g} > warn_above={self.warn_above:g} at step {record.step}"
                     f"{limit}",
                     NumericsWarning,
                     stacklevel=2,
@@ -262,31 +366,13 @@ class AnomalyDetector(Sink):
             # forward of the module that called this one
             "made_by": record.parent if is_input and not backward else record.module,
             **extra,
-            "frames": [_frame_data(r) for r in self.recorder.records],
+            "frames": [_frame_data(r) for r in self._frames],
         }
         message = (
             f"{what} in {bad.name} of {where} at step {record.step}: the {kind} {why}"
             f"{f' (first at index {tuple(index)})' if index else ''}. {hint}\n"
             f"Detected inf/nan during step={record.step}\n"
-            f"Last {len(self.recorder.records)} frames:\n{self.frames_text()}"
-        )
-        self._report(report, message)
-
-    def _found_sampled(self, record: Record, step: int) -> None:
-        pass_ = "backward" if record.kind == "grad" else record.kind
-        report = {
-            "step": record.step,
-            "module": record.module,
-            "class": record.cls,
-            "pass": pass_,
-            "kind": "gradient" if pass_ == "backward" else "input or output",
-            "tensor": None,
-            "hint": f"Rerun with every=1 and trace_steps=[{record.step}] for the tensor and frames.",
-            "frames": [],
-        }
-        message = (
-            f"a NaN or Inf in '{record.module}' ({record.cls}, {pass_}) at step {record.step} "
-            f"(sampled check). {report['hint']}"
+            f"Last {len(self._frames)} frames:\n{self.frames_text()}"
         )
         self._report(report, message)
 
@@ -350,16 +436,6 @@ class AnomalyDetector(Sink):
             return None
 
 
-def _fused_finite_flag(tensors: RawTensors) -> Any:
-    """One 0-d bool tensor: are all floats of this call finite? No host sync here."""
-    import torch
-
-    floats = [t.detach() for _, t in tensors[0] + tensors[1] if t.is_floating_point()]
-    if not floats:
-        return torch.tensor(True)
-    return torch.stack([t.isfinite().all() for t in floats]).all()
-
-
 def _first_non_finite(t: torch.Tensor) -> list[int] | None:
     bad = (~t.detach().isfinite()).nonzero()
     return [int(i) for i in bad[0]] if len(bad) else None
@@ -391,8 +467,8 @@ def detect_anomalies(
         frames: how many frames (module calls) the report shows: a ring buffer.
         every: check only every k-th step; k > 1 uses the sampled mode.
         trace_steps: steps whose every frame is kept in `det.traced[step]`.
-        sampled: one fused finite check per module call and one host sync per step; the report
-            then names the module and step but not the tensor (default: every > 1).
+        sampled: kept for compatibility: every mode now makes one fused finite check per tensor
+            and one host sync per forward and per backward, with the full report.
 
     Raises:
         NumericsError: at the first NaN/Inf, with `.report` (a JSON-ready dict).

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import hashlib
+import math
 import os
 import weakref
 from collections import deque
@@ -148,7 +149,8 @@ def _flat_and_hash(t: torch.Tensor) -> tuple[torch.Tensor, str]:
     flat = t.detach().to("cpu").contiguous().reshape(-1)
     if flat.numel() and flat.stride(0) != 1:  # a broadcast size-1 tensor counts as contiguous
         flat = flat.new_empty(flat.numel()).copy_(flat)
-    digest = hashlib.blake2b(flat.view(torch.uint8).numpy().tobytes(), digest_size=16)
+    # the numpy view is the tensor's memory: no copy of the bytes to hash them
+    digest = hashlib.blake2b(flat.view(torch.uint8).numpy().data, digest_size=16)
     digest.update(f"{t.dtype}{tuple(t.shape)}".encode())
     return flat, digest.hexdigest()
 
@@ -197,46 +199,81 @@ def summarize(
     )
 
 
+# Reused buffers for the temporaries of `_full_stats`: a fresh large tensor costs page faults
+# (the allocator maps new memory for it) that dwarf the reduction itself. Freed on recorder exit.
+_scratch_buffers: dict[tuple[Any, Any, int], torch.Tensor] = {}
+
+
+def _scratch(like: torch.Tensor, slot: int = 0) -> torch.Tensor:
+    key = (like.dtype, like.device, slot)
+    buffer = _scratch_buffers.get(key)
+    if buffer is None or buffer.numel() < like.numel():
+        buffer = _scratch_buffers[key] = like.new_empty(like.numel())
+    return buffer[: like.numel()].view(like.shape)
+
+
 def _full_stats(flat: torch.Tensor) -> tuple[Any, Any, Any, dict[str, Any]]:
     """(mean, std, absmax, the other fields) in a few fused reductions and one host sync;
-    float32 (float64 for float64 input) is enough for statistics."""
+    float32 (float64 for float64 input) is enough for statistics.
+
+    The common case, a finite tensor, is seen from its min/max (NaN and Inf reach them) and
+    needs no mask; only a tensor with NaN/Inf takes a second pass over its finite elements."""
     import torch
 
-    x = flat.float() if flat.is_floating_point() and flat.dtype != torch.float64 else flat.double()
-    finite_mask = x.isfinite()
-    counts = {"nan": 0, "posinf": 0, "neginf": 0}
-    finite = x
-    if not bool(finite_mask.all()):
-        counts = {
-            "nan": int(x.isnan().sum()),
-            "posinf": int((x == float("inf")).sum()),
-            "neginf": int((x == float("-inf")).sum()),
-        }
-        finite = x[finite_mask]
-    if not finite.numel():
-        return None, None, None, {**counts, "zeros": 0}
-    absf = finite.abs()
-    std, mean = torch.std_mean(finite) if finite.numel() > 1 else (finite.new_zeros(()), finite[0])
-    values = torch.stack(
-        [
-            *torch.aminmax(finite),
-            *torch.aminmax(absf),
-            absf.masked_fill(absf == 0, float("inf")).min(),
-            (finite == 0).sum().to(x.dtype),
-            mean,
-            std,
-        ]
+    if flat.dtype in (torch.float32, torch.float64):
+        x = flat
+    else:
+        x = flat.float() if flat.is_floating_point() else flat.double()
+    n = x.numel()
+    absf = torch.abs(x, out=_scratch(x))
+    lo_hi = torch.aminmax(x)
+    mean = x.sum() / n
+    # two-pass variance: a sum and a dot product (BLAS) are ~40x cheaper than torch.std_mean
+    centered = torch.sub(x, mean, out=_scratch(x, 1)).reshape(-1)
+    var = torch.dot(centered, centered) / max(n - 1, 1)
+    # The smallest |x| > 0 without a mask (boolean ops are slow on CPU): the bits of a float
+    # >= 0 order as its value, so bits - 1 keeps the order and sends 0 to -1, which the sign
+    # mask turns into the largest pattern (a NaN's, that no finite |x| has). abs-min is 0 when
+    # there are zeros, else that value: no pass of its own.
+    ints, top = (
+        (torch.int64, (1 << 63) - 1) if x.dtype == torch.float64 else (torch.int32, 2**31 - 1)
+    )
+    nz_bits = absf.view(ints).sub_(1).bitwise_and_(top).min()  # absf is ours to overwrite
+    # + 1 back, as a float; with no non-zero element the pattern wraps to -0.0
+    nonzero_absmin = nz_bits.add_(1).view(x.dtype)
+    lo, hi, zeros, mean_v, std_v, nz = torch.stack(
+        [*lo_hi, (n - torch.count_nonzero(x)).to(x.dtype), mean, var.sqrt(), nonzero_absmin]
     ).tolist()
-    lo, hi, amin, amax, nz, zeros, mean_v, std_v = values
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return _non_finite_stats(x)
+    amin = 0.0 if zeros else nz
     extra = {
-        **counts,
+        "nan": 0,
+        "posinf": 0,
+        "neginf": 0,
         "zeros": int(zeros),
         "absmin": amin,
         "min": lo,
         "max": hi,
-        "nonzero_absmin": None if nz == float("inf") else nz,
+        "nonzero_absmin": nz or None,
     }
-    return mean_v, std_v, amax, extra
+    return mean_v, std_v if n > 1 else 0.0, max(abs(lo), abs(hi)), extra
+
+
+def _non_finite_stats(x: torch.Tensor) -> tuple[Any, Any, Any, dict[str, Any]]:
+    """`_full_stats` of a tensor with NaN/Inf: the counts, and stats over its finite elements."""
+
+    finite_mask = x.isfinite()
+    counts = {
+        "nan": int(x.isnan().sum()),
+        "posinf": int((x == float("inf")).sum()),
+        "neginf": int((x == float("-inf")).sum()),
+    }
+    finite = x[finite_mask]
+    if not finite.numel():
+        return None, None, None, {**counts, "zeros": 0}
+    mean, std, absmax, extra = _full_stats(finite)
+    return mean, std, absmax, {**extra, **counts}
 
 
 def minmax_summaries(
@@ -337,6 +374,7 @@ class Recorder:
         steps: Iterable[int] | range | None = None,
         sink: Sink | None = None,
         auto_steps: bool | None = None,
+        hashes: bool = True,
     ) -> None:
         from tinykit.errors import UsageError
 
@@ -349,6 +387,7 @@ class Recorder:
         if frames is not None and frames < 1:
             raise UsageError(f"Recorder(frames={frames}) keeps nothing. Pass frames >= 1 or None.")
         self.keep_values = keep_values
+        self.hashes = hashes  # summary "stats": hash each tensor's bytes too (a dump diffs by them)
         self.model = model
         self.patterns = (modules,) if isinstance(modules, str) else tuple(modules)
         self.summary = summary
@@ -371,7 +410,13 @@ class Recorder:
         self._stack: list[tuple[int, str, str | None]] = []
         self._seq = 0
         self._calls: dict[tuple[str, str], int] = {}
-        self._handles: list[Any] = []  # module, tensor and autograd-node hooks, removed on exit
+        self._handles: list[Any] = []  # tensor and autograd-node hooks, removed on exit
+        self._global: list[Any] = []  # the two global module hooks, while installed
+        # With a model and a steps filter the global hooks are on only in recorded steps, so
+        # the other steps (a sampled detector's nine in ten) run no per-module hook at all.
+        self._gated = model is not None and self.steps is not None
+        self._gate_handle: Any = None
+        self._root_seen = False
         self._hashes: dict[int, tuple[Any, int, str]] = {}  # id -> (weakref, version, hash)
         self._open = False
         self.result: Any = None  # what the sink's close returned (a dump's folder)
@@ -381,17 +426,47 @@ class Recorder:
                 self._names.setdefault(sub, sub_name or root)
 
     def __enter__(self) -> Recorder:
-        from torch.nn.modules import module as nn_module
-
         self._open = True
         _active.append(self)
-        self._handles = [
-            nn_module.register_module_forward_pre_hook(self._pre_hook),
-            nn_module.register_module_forward_hook(
-                self._post_hook, with_kwargs=True, always_call=True
-            ),
-        ]
+        if self._gated:
+            # only the model's own pre-hook runs in steps that are not recorded (see _gate)
+            assert self.model is not None
+            self._gate_handle = self.model.register_forward_pre_hook(self._gate)
+        if not self._gated or self.recording:
+            self._install()
         return self
+
+    def _install(self) -> None:
+        """The global module hooks: every module call runs them while they are installed."""
+        from torch.nn.modules import module as nn_module
+
+        if not self._global:
+            self._global = [
+                nn_module.register_module_forward_pre_hook(self._pre_hook),
+                nn_module.register_module_forward_hook(
+                    self._post_hook, with_kwargs=True, always_call=True
+                ),
+            ]
+
+    def _uninstall(self) -> None:
+        for handle in self._global:
+            handle.remove()
+        self._global = []
+
+    def _gate(self, module: torch.nn.Module, args: Any) -> None:
+        """A call of the model while the global hooks are off: count the step, and turn them on
+        (recording this very call) when a recorded step begins."""
+        import torch
+
+        if self._root_seen or self._global or torch._C._current_graph_task_id() != -1:
+            self._root_seen = False
+            return  # the global pre-hook saw this call already; or a recompute in backward
+        if self._auto_step:
+            if self._model_calls:
+                self._end_step()
+            self._model_calls += 1
+        if self._global:  # _end_step turned them on: this call is the first of the step
+            self._push(module, self._name(module), recompute=False)
 
     def close(self) -> None:
         """Stop recording (as leaving the `with` block does); a second call does nothing."""
@@ -401,12 +476,18 @@ class Recorder:
         if self not in _active:
             return
         self._open = False
+        self._uninstall()
+        if self._gate_handle is not None:
+            self._gate_handle.remove()
+            self._gate_handle = None
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
         self._hashes.clear()
         self._seen.clear()
         _active.remove(self)
+        if not _active:
+            _scratch_buffers.clear()
         if self.sink is not None:
             if exc[0] is None:
                 self.sink.on_step(self, self.step)
@@ -424,9 +505,12 @@ class Recorder:
         self._seen.clear()
         # Hooks on the tensors and graph nodes of finished steps die with them: drop their
         # handles, so a long run under a ring buffer keeps a flat memory.
-        self._handles = self._handles[:2] + [
-            h for h in self._handles[2:] if h.hooks_dict_ref() is not None
-        ]
+        self._handles = [h for h in self._handles if h.hooks_dict_ref() is not None]
+        if self._gated and self._open:  # per-module hooks only in recorded steps
+            if self.recording:
+                self._install()
+            else:
+                self._uninstall()
 
     @property
     def recording(self) -> bool:
@@ -517,7 +601,7 @@ class Recorder:
             if known is not None and ref is not None and ref() is t and version == t._version:
                 out.append(known if known.name == n else dataclasses.replace(known, name=n))
                 continue
-            summary = summarize(t, self.keep_values, n, full_stats=True)
+            summary = summarize(t, self.keep_values, n, full_stats=True, with_hash=self.hashes)
             self._seen[id(t)] = (weakref.ref(t), t._version, summary)
             out.append(summary)
         return out
@@ -533,9 +617,15 @@ class Recorder:
             and not self._stack
             and not recompute
         ):
+            self._root_seen = self._gated  # so the gate does not count this call again
             if self._auto_step and self._model_calls:
                 self._end_step()
             self._model_calls += 1
+            if not self._global:
+                return  # _end_step turned the hooks off: the step is not recorded
+        self._push(module, name, recompute)
+
+    def _push(self, module: torch.nn.Module, name: str | None, recompute: bool) -> None:
         kind = None
         if name is not None and self.recording and self._is_wanted(module, name):
             kind = "recompute" if recompute else "forward"
@@ -744,6 +834,7 @@ def record(
     max_bytes: int | None = None,
     *,
     frames: int | None = None,
+    hashes: bool | None = None,
 ) -> Recorder:
     """Record every call of `model`'s modules (matching the `modules` glob): a context manager.
 
@@ -761,6 +852,9 @@ def record(
         max_bytes: a bound on the dump's size; records past it are left out and the manifest
             says `truncated`.
         frames: keep only the last N records in memory (a ring buffer; the dump keeps all).
+        hashes: hash every tensor's bytes (blake2b; a stats dump is diffed bitwise by them).
+            Default: when writing a dump (`out`); in memory the summaries' `hash` is "" unless
+            hashes=True, as hashing costs a copy to the CPU and a pass over every byte.
     """
     from tinykit.errors import UsageError
 
@@ -790,4 +884,5 @@ def record(
         frames=frames,
         steps=steps,
         sink=sink,
+        hashes=out is not None if hashes is None else hashes,
     )

@@ -261,7 +261,21 @@ class HubHandler(BaseHTTPRequestHandler):
         return entry
 
     def _send_file(self, snap: Snapshot, filename: str) -> None:
-        entry = self._entry(snap, filename)
+        with self.hub.store.current(snap) as snap:
+            entry = self._entry(snap, filename)
+            oid = self._query.get("oid", [None])[0]  # a CDN link names the content it serves
+            try:
+                if oid is not None and entry.sha256 != oid:
+                    raise OSError
+                f = open(entry.local, "rb")  # noqa: SIM115 (the with block below closes it)
+            except OSError:
+                raise HubNotFound(
+                    "EntryNotFound", f"{filename} changed while it was read"
+                ) from None
+        with f:
+            self._send_open_file(f, snap, entry)
+
+    def _send_open_file(self, f, snap: Snapshot, entry) -> None:
         start, end, status = 0, entry.size - 1, 200
         headers = {
             "X-Repo-Commit": snap.sha,
@@ -284,15 +298,10 @@ class HubHandler(BaseHTTPRequestHandler):
                 return self._send(416, headers={"Content-Range": f"bytes */{entry.size}"})
             status = 206
             headers["Content-Range"] = f"bytes {start}-{end}/{entry.size}"
-        try:
-            f = open(entry.local, "rb")  # noqa: SIM115 (opened first: a file gone since the snapshot is a 404)
-        except OSError:
-            raise HubNotFound("EntryNotFound", f"{filename} changed while it was read") from None
-        with f:
-            self._send(status, headers=headers, length=end - start + 1 if entry.size else 0)
-            if self.command == "GET":
-                f.seek(start)
-                _copy_n(f, self.wfile, end - start + 1)
+        self._send(status, headers=headers, length=end - start + 1 if entry.size else 0)
+        if self.command == "GET":
+            f.seek(start)
+            _copy_n(f, self.wfile, end - start + 1)
 
     # -- /api/{type}s/{org}/{name}/... -----------------------------------------------------
 

@@ -25,6 +25,8 @@ import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -136,6 +138,7 @@ class Snapshot:
     sha: str
     files: dict[str, FileEntry]
     gated: bool
+    generation: int = 0  # the store's commit count when it was taken (see RepoStore.current)
 
     def _directory(self, path: str) -> dict:
         return {"type": "directory", "path": path, "oid": self.sha, "size": 0}
@@ -176,6 +179,7 @@ class RepoStore:
     def __init__(self, root: Path) -> None:
         self._lock = threading.RLock()
         self._repo_locks: dict[str, threading.Lock] = {}
+        self._generation = 0  # commits swapped in so far: a snapshot of an older one may be stale
         self._hashes: dict[
             tuple[str, int, int], tuple[str, str]
         ] = {}  # survives resets: pure cache
@@ -289,6 +293,16 @@ class RepoStore:
                     return snap
             raise HubNotFound("RevisionNotFound", f"Invalid rev id: {revision}")
 
+    @contextmanager
+    def current(self, snap: Snapshot) -> Iterator[Snapshot]:
+        """``snap``, or the same branch taken again if a commit was swapped in since, with the
+        store locked: a file opened inside is the one the snapshot describes (a commit renames
+        the repo folder away and back under this lock, so an open outside it can miss)."""
+        with self._lock:
+            if snap.generation != self._generation:
+                snap = self.snapshot(snap.repo_type, snap.repo_id, snap.revision)
+            yield snap
+
     def _build(self, repo_type: str, repo_id: str, revision: str) -> Snapshot:
         located = self._locate(repo_type, repo_id, revision)
         assert located is not None  # callers only pass revisions from _revisions()
@@ -307,7 +321,9 @@ class RepoStore:
         for entry in files.values():
             digest.update(f"{entry.path}\0{entry.blob_id}\n".encode())
         gated = (repo_type, repo_id.lower()) in self._gates
-        return Snapshot(repo_type, canonical, revision, digest.hexdigest(), files, gated)
+        return Snapshot(
+            repo_type, canonical, revision, digest.hexdigest(), files, gated, self._generation
+        )
 
     def _entry(self, path: str, local: Path) -> FileEntry:
         stat = local.stat()
@@ -381,6 +397,7 @@ class RepoStore:
             staged = commits.stage(folder, planned)
             with self._lock:
                 commits.swap(staged, folder)
+                self._generation += 1
                 return self.snapshot(repo_type, repo_id, revision)
 
     def lfs_object(self, oid: str) -> Path:
