@@ -215,7 +215,7 @@ def _clamp_tower_layers(
     ]
     for name, node in nodes:
         for key in keys:
-            value = node.get(key)
+            value: Any = node.get(key)
             if _is_int(value) or _is_int_list(value):
                 fixed = [clamp(v) for v in value] if isinstance(value, list) else clamp(value)
                 if name:

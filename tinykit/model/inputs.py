@@ -86,7 +86,7 @@ def _processors(
         table = getattr(importlib.import_module(f"transformers.models.auto.{module}"), attr)
     except ImportError:  # a backend the table needs is missing: no processor, random inputs
         return
-    names = table.get(model_type) or table.get(_sibling(model_type, table))  # type: ignore[attr-defined]
+    names = table.get(model_type) or table.get(_sibling(model_type, table))
     if isinstance(names, dict):
         names = [names.get("torchvision"), names.get("pil")]
     classes = [
@@ -173,9 +173,13 @@ def _image(model, config, vision, params, generator, batch) -> tuple[dict[str, A
     if not inputs:
         pixels = torch.randn(batch, channels, size, size, generator=generator)
         # (batch, images, channels, h, w) where the tower reads several images per sample (Idefics3)
-        if callable(getter) and not _runs(getter, {"pixel_values": pixels}):
-            if _runs(getter, {"pixel_values": pixels[:, None]}):
-                pixels = pixels[:, None]
+        several = pixels[:, None]
+        if (
+            callable(getter)
+            and not _runs(getter, {"pixel_values": pixels})
+            and _runs(getter, {"pixel_values": several})
+        ):
+            pixels = several
         inputs["pixel_values"] = pixels
     return inputs, how
 
@@ -261,7 +265,7 @@ def _waveform(model, config, params, generator, batch) -> tuple[dict[str, Any], 
         except Exception:  # the extractor wants another layout: the raw waveform instead
             pass
     # no extractor: (batch, samples) as wav2vec2 reads it, or (batch, channels, samples) as codecs
-    channels = getattr(config, "audio_channels", None)
+    channels: Any = getattr(config, "audio_channels", None)
     layouts = [audio, audio[:, None].expand(batch, channels if _is_int(channels) else 1, SAMPLES)]
     for waveform in layouts if "input_values" in params else layouts[:1]:
         if _runs(model, {"input_values": waveform.contiguous()}):
@@ -315,9 +319,9 @@ def _features(model, config, params, generator, batch) -> tuple[dict[str, Any], 
 
     node = _audio_node(config)
     bins = next((getattr(node, k) for k in FEATURE_BINS if _is_int(getattr(node, k, None))), 80)
-    positions = getattr(node, "max_source_positions", None)
+    positions: Any = getattr(node, "max_source_positions", None)
     frames = 2 * positions if _is_int(positions) else FRAMES
-    window = getattr(node, "n_window", None)  # chunked attention: whole chunks of 2 x n_window
+    window: Any = getattr(node, "n_window", None)  # chunked attention: whole chunks of 2 x n_window
     if not _is_int(positions) and _is_int(window) and window > 0:
         frames = -(-frames // (2 * window)) * 2 * window
     for processor in _processors("audio", config.model_type, {"feature_size": bins}, config=node):
