@@ -281,6 +281,11 @@ def _train_forward_backward(model: Any, inputs: dict, labels: dict, report: Veri
     except Exception as e:  # any model failure is a verification finding, reported as such
         report.problems.append(f"forward failed: {one_line(e)}")
         return
+    if getattr(out, "loss", None) is None and next(_float_tensors(out), None) is None:
+        report.problems.append(
+            "forward returned no floating-point output (integer codes only): nothing to train"
+        )
+        return
     loss = (
         out.loss
         if getattr(out, "loss", None) is not None
