@@ -58,6 +58,25 @@ def test_shipped_fixtures_verify_from_a_fresh_checkout(tmp_path):
     report = json.loads(out.stdout)
     assert report["drift"] == [] and report["version_changes"] == {}
     assert sorted(report["checked"]) == sorted(fixture_specs.load_specs(REPO / "fixtures"))
+    # every model fixture within its size budget (the same code and sources: cache hits)
+    built = fixture_specs.build(folder=REPO / "fixtures", cache=Cache(tmp_path / "empty"))
+    kinds = {n: s.kind for n, s in fixture_specs.load_specs(REPO / "fixtures").items()}
+    sizes = {n: _weights_and_budget(p) for n, p in built.items() if kinds[n] == "model"}
+    assert len(sizes) >= 7 and all(0 < w <= b for w, b in sizes.values()), sizes
+
+
+def _weights_and_budget(folder):
+    """(bytes of the weights, the budget of a tiny model of its kind), from the config alone."""
+    import torch
+    import transformers
+
+    from tinykit.model.size import budget, weight_bytes
+    from tinykit.model.verify import architecture_class
+
+    config = transformers.AutoConfig.from_pretrained(folder)
+    with torch.device("meta"):
+        model = architecture_class(config, folder)._from_config(config)
+    return weight_bytes(model), budget(model)
 
 
 def test_lock_then_verify_passes_a_corrupt_cache_entry_is_rebuilt_and_drift_is_reported(

@@ -84,8 +84,14 @@ def test_make_tiny_writes_nothing_when_the_check_fails_and_verify_names_the_key(
     assert any("size leak" in p and "n_positions=4096" in p for p in problems), problems
 
 
-# One type from each group of leaks the generic vocabulary fixed; the whole sweep is slow below.
-SAMPLED = ["luke", "roc_bert", "gemma3n_text", "nemotron_h", "xlnet", "recurrent_gemma"]
+# One type from each group of leaks the generic vocabulary fixed, and one per input rule: a
+# processor's patchify step (fuyu), stacked random pixels (modernvbert), [inputs] labels per
+# codebook (musicgen) and a fixed text length (perceiver), a vocab the class leaves None (esm),
+# a float [derive] (xlstm). The whole sweep is slow below.
+SAMPLED = [
+    *("luke", "roc_bert", "gemma3n_text", "nemotron_h", "xlnet", "recurrent_gemma"),
+    *("fuyu", "modernvbert", "musicgen", "perceiver", "esm", "xlstm"),
+]
 
 
 def test_sampled_text_types_pass_within_the_budget():
@@ -94,6 +100,16 @@ def test_sampled_text_types_pass_within_the_budget():
     assert all(0 < r.weight_bytes <= TEXT_BUDGET for r in rows), [
         (r.model_type, r.weight_bytes) for r in rows
     ]
+
+
+def test_a_composite_models_text_tower_alone_ships_a_tokenizer_and_passes():
+    # qwen2_vl_text has no tokenizer class of its own: it reads token ids as its composite does
+    from tinykit.model.coverage import all_model_types
+
+    group, name = all_model_types()["qwen2_vl_text"]
+    [row] = sweep(["qwen2_vl_text"], {"qwen2_vl_text": name})
+    assert group == "text" and row.ok, row.reason
+    assert 0 < row.weight_bytes <= TEXT_BUDGET
 
 
 @pytest.mark.skipif(

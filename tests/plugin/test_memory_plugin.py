@@ -18,6 +18,15 @@ def test_within_budget():
     block = b"\\x01" * 10_000_000
     del block
 
+RUNS = []
+
+@pytest.mark.tinykit_limit_memory(host="30 MB")
+def test_over_budget_once_only():
+    RUNS.append(1)
+    assert len(RUNS) == 1, "the rerun sees the first run's state"
+    block = b"\\x01" * 40_000_000
+    assert sum(block[::1_000_000]) == 40
+
 def test_fixture(limit_memory):
     with limit_memory(host="20 MB") as m:
         block = b"\\x01" * 60_000_000
@@ -50,12 +59,19 @@ def test_budgets_and_leak_checks_in_one_session(pytester):
     """One session (a pytest start is seconds): budgets, a leak, and 20 leak-free runs in a row."""
     pytester.makepyfile(test_budgets=BUDGETS, test_leaks=CLEAN)
     result = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:xdist")
-    result.assert_outcomes(passed=1 + 20, failed=3)
+    result.assert_outcomes(passed=1 + 20, failed=4)
     out = result.stdout.str()
     over = re.search(r"host memory peaked at \+([\d.]+) MB, over the budget of 50\.0 MB", out)
     assert over, out
     assert 95 <= float(over.group(1)) <= 115  # ~100 MB named, not the process's whole RSS
-    assert re.search(r"top allocations: \S*test_budgets.py:5: 100\.0 MB", out), out
+    # named by a traced rerun of the failing test (passing tests run without tracemalloc)
+    rerun = r"top allocations \(from a traced rerun, which peaked at \+1\d\d\.\d MB\): "
+    assert re.search(rerun + r"\S*test_budgets.py:5: 100\.0 MB", out), out
+    # a rerun that fails on the first run's state says so instead of naming lines
+    assert (
+        "top allocations (not named: the traced rerun raised AssertionError: the rerun sees the "
+        "first run's state): none" in out
+    ), out
     fixture = re.search(r"host memory peaked at \+([\d.]+) MB, over the budget of 20\.0 MB", out)
     assert fixture and 55 <= float(fixture.group(1)) <= 75, out
     grew = re.search(r"a leak: host memory grew by ([\d.]+) MB over 5 calls", out)
@@ -89,6 +105,13 @@ def test_rank_one_allocates(dist_env):
     size = 200_000_000 if dist_env.rank == 1 else 1_000_000
     block = b"\\x01" * size
     assert sum(block[:: 1_000_000]) == size // 1_000_000
+
+@pytest.mark.tinykit_dist(world_size=2)
+def test_limit_memory_inside_the_ranks(dist_env, limit_memory):
+    size = 120_000_000 if dist_env.rank == 0 else 1_000_000
+    with limit_memory(host="60 MB", top=0):
+        block = b"\x01" * size
+        assert sum(block[:: 1_000_000]) == size // 1_000_000
 """
 
 
@@ -101,7 +124,7 @@ def _figure(out: str, name: str) -> float:
 def test_under_xdist_each_test_and_each_rank_gets_its_own_figure(pytester):
     pytester.makepyfile(test_sizes=XDIST, test_ranks=DIST)
     result = pytester.runpytest_subprocess("-n", "2", "--tinykit-memory", "-p", "no:randomly")
-    result.assert_outcomes(passed=2, failed=1)
+    result.assert_outcomes(passed=2, failed=2)
     out = result.stdout.str()
     assert "tinykit memory: 3 highest host peaks" in out
     assert 290 <= _figure(out, "test_big") <= 330, out
@@ -111,3 +134,9 @@ def test_under_xdist_each_test_and_each_rank_gets_its_own_figure(pytester):
     assert 190 <= _figure(out, "test_rank_one_allocates") <= 220, out  # its largest rank
     ranks = re.search(r"ranks: 0: \+([\d.]+) (MB|KB), 1: \+([\d.]+) MB", out)
     assert ranks and float(ranks.group(3)) >= 190, out
+    # the fixture inside the ranks: rank 0's block fails its own budget, named by rank
+    assert re.search(
+        r"rank 0 raised MemoryBudgetExceeded: host memory peaked at \+1[12]\d\.\d MB, over the "
+        r"budget of 60\.0 MB",
+        out,
+    ), out

@@ -361,14 +361,12 @@ def config_for(cls: Any, config: Any) -> Any:
 
 
 def _takes_text(src: Source) -> bool:
-    """Whether the model reads token ids: its config (or a sub-config) has a vocabulary."""
+    """Whether the model reads token ids: its config (or a sub-config) has a vocabulary. One
+    the class leaves None (ESM's) counts: the shrink rules give it the tiny vocab."""
     from tinykit.model.config import load_config
 
     config = load_config(src.config) if "auto_map" not in src.config else None
-    return (
-        config is not None
-        and getattr(config.get_text_config(decoder=True), "vocab_size", None) is not None
-    )
+    return config is not None and hasattr(config.get_text_config(decoder=True), "vocab_size")
 
 
 def _attach_generation_config(model: Any, src: Source, spec: ShrinkSpec, shipped: Shipped) -> None:

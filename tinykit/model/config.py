@@ -491,10 +491,11 @@ _OPS = {
 
 
 def _evaluate(expr: str, node: dict[str, Any], where: str) -> Any:
-    """Integer arithmetic over config keys (dotted names reach sub-configs); nothing else."""
+    """Arithmetic over config keys (dotted names reach sub-configs) and numbers; nothing else.
+    A float constant makes a float (xLSTM's width factors are typed float)."""
 
     def ev(n: ast.AST) -> Any:
-        if isinstance(n, ast.Constant) and _is_int(n.value):
+        if isinstance(n, ast.Constant) and (_is_int(n.value) or isinstance(n.value, float)):
             return n.value
         if isinstance(n, ast.BinOp) and type(n.op) in _OPS:
             return _OPS[type(n.op)](ev(n.left), ev(n.right))

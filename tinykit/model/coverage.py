@@ -187,9 +187,9 @@ def sweep(
                 ok, reason = report.ok, "; ".join(report.problems) or "ok"
                 params, weights = report.params, report.weight_bytes
             except TinykitError as e:
-                reason = f"{type(e).__name__}: {e}"
+                reason = f"{type(e).__name__}: {_flat(e)}"
             except Exception as e:  # a transformers failure on one type must not stop the sweep
-                reason = f"{type(e).__name__}: {str(e)[:300]}"
+                reason = f"{type(e).__name__}: {_flat(e)[:300]}"
             upstream = False
             if not ok:
                 error = upstream_error(model_type, (classes or {}).get(model_type))
@@ -233,7 +233,7 @@ def upstream_error(model_type: str, class_name: str | None = None) -> str | None
         with torch.device("meta"):
             model = cls._from_config(config_for(cls, config))
     except Exception as e:  # any failure of transformers' own defaults
-        return f"{type(e).__name__}: {str(e)[:200]}"
+        return f"{type(e).__name__}: {_flat(e)[:200]}"
     # a class without a forward of its own (Bark's, which only chains its sub-models' generate)
     # fails any call, with no inputs as with the tiny model's
     unimplemented = type(model).forward is torch.nn.Module.forward
@@ -243,8 +243,14 @@ def upstream_error(model_type: str, class_name: str | None = None) -> str | None
         with torch.device("meta"):
             model() if unimplemented else model(input_ids=torch.zeros(1, 8, dtype=torch.long))
     except Exception as e:  # the full-size default fails where the tiny one did, or elsewhere
-        return f"forward: {type(e).__name__}: {str(e)[:200]}"
+        return f"forward: {type(e).__name__}: {_flat(e)[:200]}"
     return None
+
+
+def _flat(e: BaseException) -> str:
+    """The message on one line: a row's reason is one line (transformers' ImportErrors open
+    with a blank one)."""
+    return " ".join(str(e).split())
 
 
 def _is_upstream(reason: str, error: str | None) -> bool:

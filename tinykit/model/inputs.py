@@ -46,6 +46,34 @@ def media_inputs(model: Any, generator: Any, batch: int) -> tuple[dict[str, Any]
     return {}, ""
 
 
+def image_features_getter(model: Any) -> Any:
+    """`get_image_features` of the model, or of its base model where a head class leaves it
+    there (FuyuForCausalLM's); None when neither has one."""
+    return getattr(model, "get_image_features", None) or getattr(
+        getattr(model, "base_model", None), "get_image_features", None
+    )
+
+
+def _stacked_if_read(model: Any, inputs: dict[str, Any]) -> dict[str, Any]:
+    """Random pixels are (batch, channels, h, w). A model whose image encoder reads a stack of
+    images per sample (Idefics-style (batch, images, channels, h, w)) and has no processor here
+    to say so gets one image per sample, if its own encoder accepts that layout and not the flat one."""
+    import torch
+
+    getter = image_features_getter(model)
+    pixels = inputs.get("pixel_values")
+    if getter is None or pixels is None or pixels.dim() != 4:
+        return inputs
+    with torch.no_grad():
+        for candidate in (pixels, pixels.unsqueeze(1)):
+            try:
+                getter(pixel_values=candidate)
+            except Exception:  # not the layout this encoder reads: try the next one
+                continue
+            return {**inputs, "pixel_values": candidate}
+    return inputs
+
+
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -151,6 +179,8 @@ def _image(model, config, vision, params, generator, batch) -> tuple[dict[str, A
     geometries = (
         {"size": square, "crop_size": square, "patch_size": patch, "merge_size": merge, **tiles},
         {"size": pixels_budget, "patch_size": patch, "merge_size": merge, **tiles},
+        # Fuyu's names the patch as a side pair
+        {"size": square, "patch_size": patch and {"height": patch, "width": patch}},
         {"patch_size": patch, "merge_size": merge, **tiles},
     )
     inputs: dict[str, Any] = {}
@@ -159,7 +189,8 @@ def _image(model, config, vision, params, generator, batch) -> tuple[dict[str, A
     images = [rng.integers(0, 256, (size, size, 3), dtype=np.uint8) for _ in range(batch)]
     for processor in _processors("image", config.model_type, *geometries) if channels == 3 else ():
         try:
-            out = _keep(processor(images=images, return_tensors="pt"), params)
+            raw = processor(images=images, return_tensors="pt")
+            out = _keep({**raw, **_patchified(processor, raw)}, params)
         except Exception:  # this geometry does not suit the processor: try the next one
             continue
         pixels = out.get("pixel_values")
@@ -182,6 +213,23 @@ def _image(model, config, vision, params, generator, batch) -> tuple[dict[str, A
             pixels = several
         inputs["pixel_values"] = pixels
     return inputs, how
+
+
+def _patchified(processor: Any, raw: Any) -> dict[str, Any]:
+    """Pixels of a processor that leaves patching to its model's processor (Fuyu's returns
+    resized `images` and a `patchify_image` step): every sample's patches as rows of
+    channels x patch x patch values, which such a model's linear patch embedding reads."""
+    import torch
+
+    if "pixel_values" in raw or "images" not in raw or not hasattr(processor, "patchify_image"):
+        return {}
+    rows = [
+        torch.as_tensor(
+            processor.patchify_image(image=sample.reshape(-1, *sample.shape[-3:]).numpy())
+        )
+        for sample in raw["images"]
+    ]
+    return {"pixel_values": torch.stack([r.reshape(-1, r.shape[-1]) for r in rows])}
 
 
 def _patch_grid(
@@ -382,7 +430,7 @@ def image_token_ids(model: Any, pixels: dict[str, Any], text: Any) -> Any:
     import torch
 
     token = image_token(model.config)
-    getter = getattr(model, "get_image_features", None)
+    getter = image_features_getter(model)
     if token is None or getter is None:
         return text
     accepted = set(inspect.signature(getter).parameters)

@@ -9,6 +9,8 @@ family and may add, for the model_types it lists:
   [set]      fixed values the rules cannot derive, e.g. `decoder_start_token_id = 0`
   [derive]   values recomputed from the shrunk config where it has the key,
              e.g. `qk_head_dim = "qk_nope_head_dim + qk_rope_head_dim"`
+  [inputs]   how verify's sample inputs depart from the generic layout, e.g.
+             `labels_per_codebook = "num_codebooks"` (labels of shape (batch, seq, codebooks))
 Users add files with `--recipe PATH`; a later file overrides an earlier one key by key.
 `_presets.toml` holds named shape presets (`--preset hub-tiny-random`): ShrinkSpec defaults.
 """
@@ -35,6 +37,7 @@ class Recipe:
     cap: dict[str, int] = field(default_factory=dict)
     set: dict[str, Any] = field(default_factory=dict)
     derive: dict[str, str] = field(default_factory=dict)
+    inputs: dict[str, Any] = field(default_factory=dict)
     sources: tuple[str, ...] = ()
 
 
@@ -94,6 +97,7 @@ def recipe_for(model_type: str, extra: tuple[str, ...] = ()) -> Recipe:
     cap: dict[str, int] = dict(generic.get("cap", {}))
     fixed: dict[str, Any] = {}
     derive: dict[str, str] = dict(generic.get("derive", {}))
+    inputs: dict[str, Any] = {}
     sources = ["_generic.toml"]
     for name, data in families:
         if model_type not in data.get("model_types", ()):
@@ -108,6 +112,7 @@ def recipe_for(model_type: str, extra: tuple[str, ...] = ()) -> Recipe:
         cap.update(data.get("cap", {}))
         fixed.update(data.get("set", {}))
         derive.update(data.get("derive", {}))
+        inputs.update(data.get("inputs", {}))
     return Recipe(
         knobs={k: tuple(v) for k, v in knobs.items()},
         layer_fields={k: tuple(v) for k, v in generic["layer_fields"].items()},
@@ -115,5 +120,6 @@ def recipe_for(model_type: str, extra: tuple[str, ...] = ()) -> Recipe:
         cap=cap,
         set=fixed,
         derive=derive,
+        inputs=inputs,
         sources=tuple(sources),
     )

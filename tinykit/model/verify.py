@@ -219,7 +219,7 @@ def make_inputs(model: Any, generator: Any) -> tuple[dict[str, Any], dict[str, A
     params = inspect.signature(model.forward).parameters
     text = config.get_text_config(decoder=True)
     vocab = getattr(text, "vocab_size", None) or 64
-    ids = torch.randint(0, vocab, (BATCH, SEQ), generator=generator)
+    ids = torch.randint(0, vocab, (BATCH, _sequence_length(config)), generator=generator)
     inputs: dict[str, Any] = {}
     main = model.main_input_name
     media, _ = media_inputs(model, generator, BATCH)  # pixels, frames or audio, via the processor
@@ -245,8 +245,33 @@ def make_inputs(model: Any, generator: Any) -> tuple[dict[str, Any], dict[str, A
             0, vocab, (BATCH * (codebooks or 1), SEQ // 2), generator=generator
         )
     elif "labels" in params and "input_ids" in inputs and not _is_classifier(model):
-        labels["labels"] = ids
+        labels["labels"] = _labels_like(config, ids)
     return inputs, labels
+
+
+def _recipe_input(config: Any, name: str) -> int | None:
+    """The config value an [inputs] entry of the family's recipe names, e.g. the
+    `sequence_length = "max_position_embeddings"` of a model that reads fixed-length text."""
+    from tinykit.model.recipes import recipe_for
+
+    key = recipe_for(getattr(config, "model_type", "") or "").inputs.get(name)
+    value = getattr(config, str(key), None) if key else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _sequence_length(config: Any) -> int:
+    """SEQ tokens, or the fixed length a family reads (Perceiver's decoder queries every one of
+    max_position_embeddings positions, so its labels must be that long too)."""
+    return _recipe_input(config, "sequence_length") or SEQ
+
+
+def _labels_like(config: Any, ids: Any) -> Any:
+    """Labels = the input ids, in the layout the family's recipe names ([inputs]): MusicGen's
+    decoders read (batch * codebooks, seq) ids and score (batch, seq, codebooks) labels."""
+    codebooks = _recipe_input(config, "labels_per_codebook")
+    if codebooks is None:
+        return ids
+    return ids.reshape(-1, codebooks, ids.shape[-1]).transpose(1, 2)
 
 
 def _is_classifier(model: Any) -> bool:
@@ -354,7 +379,9 @@ def _generate(model: Any, inputs: dict, report: VerifyReport) -> None:
             if not k.startswith("decoder_")
         }
         with torch.no_grad():
-            model.generate(**prompt, max_new_tokens=2, do_sample=False)
+            # num_return_sequences: MusicGen's own generate reads it before transformers fills
+            # in its default (1)
+            model.generate(**prompt, max_new_tokens=2, do_sample=False, num_return_sequences=1)
         report.generated = True
     except Exception as e:  # reported, not raised: verify lists every failure at once
         report.generated = False

@@ -14,15 +14,20 @@ Only the call phase is measured (fixtures are built before it). Each process mea
 it runs, so under pytest-xdist every worker reports its own test's figure, and the figures reach
 the controller in the test reports (`user_properties`), where the end-of-run report is printed.
 A `tinykit_dist` test is measured on every rank: the budget holds for each rank's own peak.
+Tests run untraced (a sampler and the kernel's peak counter); a failing host budget names its
+top allocations from one rerun of the test under tracemalloc.
 """
 
 from __future__ import annotations
 
-import contextlib
+import functools
 from collections.abc import Callable, Generator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from tinykit.memory.track import MemoryBudgetExceeded
 
 LIMIT = "tinykit_limit_memory"
 LEAKS = "tinykit_limit_leaks"
@@ -62,7 +67,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type=float,
         default=None,
         metavar="SECONDS",
-        help="seconds between RSS samples of measured tests (default 0.005)",
+        help="seconds between RSS samples of measured tests (default 0.05)",
     )
 
 
@@ -70,7 +75,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         f"{LIMIT}(host=None, device=None, top=5): fail when the test's host memory peak rises "
-        "more than host (e.g. '200 MB') or a device's allocated memory more than device",
+        "more than host (e.g. '200 MB') or a device's allocated memory more than device; a "
+        "failing host budget reruns the test once under tracemalloc to name top allocations",
     )
     config.addinivalue_line(
         "markers",
@@ -106,6 +112,7 @@ def _interval(config: pytest.Config) -> float:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
+    __tracebackhide__ = True
     budgets = _budgets(item)
     if budgets is None and not item.config.getoption("tinykit_memory"):
         return (yield)
@@ -114,9 +121,9 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
     interval = _interval(item.config)
     if item.get_closest_marker("tinykit_dist") is not None:
         item.stash[RANK_INTERVAL] = interval
-    tracker = track_memory(
-        interval=interval, top=(budgets or {}).get("top", 5) if budgets is not None else 0
-    )
+    # No tracemalloc on this run: it slows a tiny-model training step down by ~60% (see
+    # benchmarks/memory.py). A failing budget names its top allocations from a traced rerun.
+    tracker = track_memory(interval=interval)
     history = _history(item) if budgets is not None else None
     try:
         with tracker as report:
@@ -124,16 +131,41 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
         ranks = [MemoryReport.from_dict(r) for r in item.stash.get(RANK_REPORTS, [])]
         item.user_properties.append((PROPERTY, _figures(report, ranks)))
         if budgets is not None:
-            try:
-                _check(item, budgets, report, ranks)
-            except Exception as e:
+            failure = _failure(budgets, report, ranks)
+            top = budgets.get("top", 5)
+            if failure is not None and failure.kind == "host" and top and not ranks:
+                _top_from_rerun(item, top, interval, report)
+                failure = _failure(budgets, report, ranks) or failure
+            if failure is not None:
                 if history is not None and (path := _dump(item, history)):
-                    e.add_note(f"CUDA memory snapshot: {path} (open it in pytorch.org/memory_viz)")
-                raise
+                    failure.add_note(
+                        f"CUDA memory snapshot: {path} (open it in pytorch.org/memory_viz)"
+                    )
+                raise failure
     finally:
         if history is not None:
             history.stop()
     return result
+
+
+def _top_from_rerun(item: pytest.Item, top: int, interval: float, report: Any) -> None:
+    """Run the test body once more under tracemalloc and put the top allocations near its
+    peak into `report` (only after a host budget failed, so passing tests never pay for it).
+    A body that fails the second time (state left by the first run) leaves a note instead."""
+    from tinykit.memory.sizes import format_bytes
+    from tinykit.memory.track import settle, track_memory
+
+    settle()
+    try:
+        with track_memory(interval=interval, top=top) as again:
+            item.runtest()
+    except Exception as e:  # noqa: BLE001 - any error of the rerun only loses the names
+        first_line = next(iter(str(e).splitlines()), "")
+        report.top_source = f"not named: the traced rerun raised {type(e).__name__}: {first_line}"
+        return
+    report.top = again.top
+    peak = format_bytes(again.host_peak_delta)
+    report.top_source = f"from a traced rerun, which peaked at +{peak}"
 
 
 def _history(item: pytest.Item) -> Any:
@@ -172,18 +204,23 @@ def _figures(report: Any, ranks: list[Any]) -> dict[str, Any]:
     return figures
 
 
-def _check(item: pytest.Item, budgets: dict[str, Any], report: Any, ranks: list[Any]) -> None:
+def _failure(budgets: dict[str, Any], report: Any, ranks: list[Any]) -> MemoryBudgetExceeded | None:
+    """The MemoryBudgetExceeded a budget of the marker raises for these reports, or None."""
+    __tracebackhide__ = True
     from tinykit.memory.track import MemoryBudgetExceeded, track_memory
 
-    __tracebackhide__ = True
     checker = track_memory(host=budgets.get("host"), device=budgets.get("device"))
-    for i, rank_report in enumerate(ranks):  # each rank holds the budget for itself
-        try:
-            checker.check(rank_report)
-        except MemoryBudgetExceeded as e:
-            raise MemoryBudgetExceeded(f"rank {i}: {e}", **{**e.__dict__}) from None
-    if not ranks:
-        checker.check(report)
+    try:
+        for i, rank_report in enumerate(ranks):  # each rank holds the budget for itself
+            try:
+                checker.check(rank_report)
+            except MemoryBudgetExceeded as e:
+                raise MemoryBudgetExceeded(f"rank {i}: {e}", **{**e.__dict__, "rank": i}) from None
+        if not ranks:
+            checker.check(report)
+    except MemoryBudgetExceeded as e:
+        return e
+    return None
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -212,15 +249,12 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
 @pytest.fixture
 def limit_memory() -> Callable[..., Any]:
     """Factory: `with limit_memory(host="50 MB", device=None, top=5):` fails the test when the
-    block's peak rises above a budget; `as m` gives the MemoryReport."""
+    block's peak rises above a budget; `as m` gives the MemoryReport. The block is traced
+    (top=5: tracemalloc, which slows Python allocation down; top=0 does not trace)."""
     from tinykit.memory.track import track_memory
 
-    def limit(
-        host: str | int | None = None, device: str | int | None = None, top: int = 5
-    ) -> contextlib.AbstractContextManager[Any]:
-        return track_memory(host=host, device=device, top=top)
-
-    return limit
+    # a partial of a module-level class pickles: the ranks of a tinykit_dist test get it too
+    return functools.partial(track_memory, top=5)
 
 
 class _Collector:

@@ -60,7 +60,7 @@ def class_for_model_type(model_type: str) -> str:
         name = next((n for n in name if n), None)
     if name is not None and name not in _GENERIC and _trainable(name):
         return name
-    if model_type in _text_model_types():
+    if model_type in _text_model_types() or _is_text_tower(model_type):
         return _DEFAULT_CLASS
     raise UnsupportedModelError(
         f"model_type {model_type!r} takes no text input, so it has no tokenizer. "
@@ -76,6 +76,14 @@ def _trainable(name: str) -> bool:
         return getattr(tokenizer_class(name)(), "_tokenizer", None) is not None
     except Exception:  # any constructor failure means: not trainable from scratch
         return False
+
+
+def _is_text_tower(model_type: str) -> bool:
+    """The text tower of a composite model (Qwen2-VL's `qwen2_vl_text`): its config class is
+    the composite's `text_config`, and it reads token ids as any text model does."""
+    from transformers import CONFIG_MAPPING
+
+    return getattr(CONFIG_MAPPING[model_type], "base_config_key", None) == "text_config"
 
 
 def _text_model_types() -> set[str]:
@@ -97,6 +105,7 @@ def _text_model_types() -> set[str]:
         "DOCUMENT_QUESTION_ANSWERING",
         "TEXT_TO_SPECTROGRAM",
         "TEXT_TO_WAVEFORM",
+        "TOKEN_CLASSIFICATION",  # text taggers without an LM head (openai_privacy_filter)
     )
     found: set[str] = set()
     for kind in kinds:
