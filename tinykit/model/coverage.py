@@ -234,11 +234,14 @@ def upstream_error(model_type: str, class_name: str | None = None) -> str | None
             model = cls._from_config(config_for(cls, config))
     except Exception as e:  # any failure of transformers' own defaults
         return f"{type(e).__name__}: {_flat(e)[:200]}"
-    if "input_ids" not in inspect.signature(model.forward).parameters:
+    # a class without a forward of its own (Bark's, which only chains its sub-models' generate)
+    # fails any call, with no inputs as with the tiny model's
+    unimplemented = type(model).forward is torch.nn.Module.forward
+    if "input_ids" not in inspect.signature(model.forward).parameters and not unimplemented:
         return None  # a tower alone (some name input_ids as their main input all the same)
     try:
         with torch.device("meta"):
-            model(input_ids=torch.zeros(1, 8, dtype=torch.long))
+            model() if unimplemented else model(input_ids=torch.zeros(1, 8, dtype=torch.long))
     except Exception as e:  # the full-size default fails where the tiny one did, or elsewhere
         return f"forward: {type(e).__name__}: {_flat(e)[:200]}"
     return None

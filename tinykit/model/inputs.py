@@ -23,6 +23,8 @@ def media_inputs(model: Any, generator: Any, batch: int) -> tuple[dict[str, Any]
     params = set(inspect.signature(model.forward).parameters)
     main = model.main_input_name
     config = model.config
+    if "past_values" in params:  # a time-series forecaster: a lagged history and a horizon
+        return _series(config, params, generator, batch)
     if main == "input_values" or ("input_values" in params and "input_ids" not in params):
         return _waveform(model, config, params, generator, batch)
     if main == "input_features":
@@ -244,6 +246,38 @@ def _video(config, vision, key, params, generator, batch) -> tuple[dict[str, Any
     frames = getattr(vision, "num_frames", None) or 4
     channels = getattr(vision, "num_channels", 3) or 3
     return {key: torch.randn(batch, frames, channels, size, size, generator=generator)}, "random"
+
+
+def _series(config, params, generator, batch) -> tuple[dict[str, Any], str]:
+    """A forecaster's history (context plus its largest lag), its observed mask, time features and
+    static features, and the future window the decoder is trained on (TimeSeriesTransformer's)."""
+    import torch
+
+    def setting(name: str) -> int:
+        value = getattr(config, name, 0)
+        return value if _is_int(value) else 0
+
+    lags = getattr(config, "lags_sequence", None) or [0]
+    past = setting("context_length") + max(lags)
+    future = setting("prediction_length")
+    variates = setting("input_size")
+    per_step = (variates,) if variates > 1 else ()  # one variate: no trailing axis
+    times = setting("num_time_features")
+    inputs = {
+        "past_values": torch.randn(batch, past, *per_step, generator=generator),
+        "past_observed_mask": torch.ones(batch, past, *per_step),
+        "past_time_features": torch.randn(batch, past, times, generator=generator),
+        "future_values": torch.randn(batch, future, *per_step, generator=generator),
+        "future_time_features": torch.randn(batch, future, times, generator=generator),
+    }
+    if setting("num_static_categorical_features"):
+        cardinality = min(getattr(config, "cardinality", None) or [1])
+        shape = (batch, setting("num_static_categorical_features"))
+        inputs["static_categorical_features"] = torch.randint(0, max(1, cardinality), shape)
+    if setting("num_static_real_features"):
+        shape = (batch, setting("num_static_real_features"))
+        inputs["static_real_features"] = torch.randn(*shape, generator=generator)
+    return {k: v for k, v in inputs.items() if k in params}, "random"
 
 
 def _waveform(model, config, params, generator, batch) -> tuple[dict[str, Any], str]:

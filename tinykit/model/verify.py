@@ -234,9 +234,15 @@ def make_inputs(model: Any, generator: Any) -> tuple[dict[str, Any], dict[str, A
     if "return_loss" in params:
         labels["return_loss"] = True
     elif "labels" in params and getattr(config, "is_encoder_decoder", False):
-        labels["labels"] = torch.randint(0, vocab, (BATCH, SEQ // 2), generator=generator)
+        # a multi-codebook decoder (MusicGen's) reads (batch * codebooks, seq) token rows and is
+        # trained on (batch, seq, codebooks) labels
+        codebooks = getattr(text, "num_codebooks", None)
+        per_step = (codebooks,) if isinstance(codebooks, int) else ()
+        labels["labels"] = torch.randint(
+            0, vocab, (BATCH, SEQ // 2, *per_step), generator=generator
+        )
         inputs["decoder_input_ids"] = torch.randint(
-            0, vocab, (BATCH, SEQ // 2), generator=generator
+            0, vocab, (BATCH * (codebooks or 1), SEQ // 2), generator=generator
         )
     elif "labels" in params and "input_ids" in inputs and not _is_classifier(model):
         labels["labels"] = _labels_like(config, ids)
@@ -300,11 +306,17 @@ def _train_forward_backward(model: Any, inputs: dict, labels: dict, report: Veri
     except Exception as e:  # any model failure is a verification finding, reported as such
         report.problems.append(f"forward failed: {one_line(e)}")
         return
+    if getattr(out, "loss", None) is None and next(_float_tensors(out), None) is None:
+        report.problems.append(
+            "forward returned no floating-point output (integer codes only): nothing to train"
+        )
+        return
     loss = (
         out.loss
         if getattr(out, "loss", None) is not None
         else _differentiable(out).float().pow(2).mean()
     )
+    loss = loss.mean()  # a per-sample loss (DAC's) is averaged over the batch
     report.loss = float(loss.detach())
     if not math.isfinite(report.loss):
         report.problems.append(f"loss is not finite ({report.loss})")
@@ -454,11 +466,12 @@ def block_types(model: Any) -> dict[str, list[str]]:
     for name, module in model.named_modules():
         if not isinstance(module, torch.nn.ModuleList) or not len(module):
             continue
-        if not all(len(list(layer.children())) > 1 for layer in module):
+        layers = [layer for layer in module if layer is not None]  # Informer's empty slots
+        if not layers or not all(len(list(layer.children())) > 1 for layer in layers):
             continue  # a list of plain tensors-holders (experts, norms), not a layer stack
         stack = re.sub(r"\.\d+(?=\.|$)", ".*", name)  # T5's per-block lists form one stack
         stacks[stack] = sorted(
-            set(stacks.get(stack, [])) | {_layer_kind(layer) for layer in module}
+            set(stacks.get(stack, [])) | {_layer_kind(layer) for layer in layers}
         )
     return stacks
 

@@ -1,0 +1,23 @@
+"""Audio-group coverage fixes that the sampled sweep in test_coverage_groups.py does not reach:
+time-series forecasters (a recipe-given horizon, lagged history inputs) and the set-apart check
+for a class without a forward of its own."""
+
+from __future__ import annotations
+
+from tinykit.model.coverage import all_model_types, sweep, upstream_error
+from tinykit.model.size import MULTIMODAL_BUDGET
+
+
+def test_a_forecaster_with_a_recipe_horizon_passes_on_history_and_future_inputs():
+    classes = {t: c for t, (_, c) in all_model_types().items() if c}
+    [row] = sweep(["time_series_transformer"], classes)
+    assert row.ok, row.reason
+    assert 0 < row.weight_bytes <= MULTIMODAL_BUDGET
+
+
+def test_a_class_without_its_own_forward_is_transformers_failure_at_full_size():
+    error = upstream_error("bark", "BarkModel")
+    assert error is not None and error.startswith("forward: NotImplementedError")
+    assert 'missing the required "forward" function' in error
+    # a codec with a forward of its own that reads no token ids builds and is not called
+    assert upstream_error("encodec", "EncodecModel") is None
