@@ -52,7 +52,9 @@ def specs(draw):
         heads=heads,
         kv_heads=draw(st.sampled_from([d for d in (1, 2, 4, 8) if heads % d == 0])),
         intermediate=draw(st.integers(4, 96)),
-        vocab=draw(st.integers(64, 2048)),
+        # mostly at or above what byte-level tokenizers need (~325), so that most examples get
+        # past the tokenizer to the model; a third below it, to hit that clean failure too
+        vocab=draw(st.one_of(st.integers(330, 2048), st.integers(330, 2048), st.integers(64, 329))),
         layers=draw(st.one_of(st.just("auto"), st.integers(1, 4))),
         experts=experts,
         experts_per_tok=draw(st.integers(1, experts)),
