@@ -75,9 +75,8 @@ def run_serve(args: argparse.Namespace) -> int:
             info = {"endpoint": hub.endpoint, "cdn_endpoint": hub.cdn_endpoint, "env": env}
             emit(info, args.json, text)
             sys.stdout.flush()
-            # Sleep in short steps, not one endless wait: the kernel may deliver Ctrl-C/SIGTERM
-            # to a request thread, and Python runs the handler (KeyboardInterrupt) only when the
-            # main thread wakes. A main thread blocked for good never would.
+            # Ctrl-C/SIGTERM arrive as KeyboardInterrupt in this sleep. (A SIGINT ignored by the
+            # parent stays ignored, as nohup means it: `hub serve &` from a script stops on TERM.)
             while True:
                 time.sleep(0.2)
     except KeyboardInterrupt:
