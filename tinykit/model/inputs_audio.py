@@ -47,8 +47,8 @@ def latent_inputs(model, config, generator, batch) -> tuple[dict[str, Any], str]
 
     widths = [getattr(config, k) for k in LATENT_WIDTHS if is_int(getattr(config, k, None))]
     candidates = [torch.randn(batch, w, 8, generator=generator) for w in dict.fromkeys(widths)]
-    runs = (c for c in candidates if runs(model, {"latents": c}))
-    latents = next(runs, candidates[0] if candidates else torch.randn(batch, 32, 8))
+    fitting = (c for c in candidates if runs(model, {"latents": c}))
+    latents = next(fitting, candidates[0] if candidates else torch.randn(batch, 32, 8))
     return {"latents": latents}, "random"
 
 
