@@ -234,6 +234,8 @@ def make_inputs(model: Any, generator: Any) -> tuple[dict[str, Any], dict[str, A
     labels: dict[str, Any] = {}
     if "return_loss" in params:
         labels["return_loss"] = True
+    elif "labels" in params and _is_transducer(config, params):
+        labels["labels"], inputs["decoder_input_ids"] = _transducer_labels(config, vocab, generator)
     elif "labels" in params and getattr(config, "is_encoder_decoder", False):
         # a multi-codebook decoder (MusicGen's) reads (batch * codebooks, seq) token rows and is
         # trained on (batch, seq, codebooks) labels
@@ -248,6 +250,25 @@ def make_inputs(model: Any, generator: Any) -> tuple[dict[str, Any], dict[str, A
     elif "labels" in params and "input_ids" in inputs and not _is_classifier(model):
         labels["labels"] = _labels_like(config, ids)
     return inputs, labels
+
+
+def _is_transducer(config: Any, params: Any) -> bool:
+    """An RNN-T/TDT model: a blank token and a prediction network read decoder_input_ids."""
+    blank = getattr(config, "blank_token_id", None)
+    return isinstance(blank, int) and "decoder_input_ids" in params
+
+
+def _transducer_labels(config: Any, vocab: int, generator: Any) -> tuple[Any, Any]:
+    """Labels of SEQ // 2 non-blank, non-pad tokens and the prediction network's input: the
+    blank (start) token, then the labels (its joint output scores U + 1 label positions)."""
+    import torch
+
+    reserved = {getattr(config, k, None) for k in ("blank_token_id", "pad_token_id")}
+    allowed = torch.tensor([i for i in range(vocab) if i not in reserved])
+    picks = torch.randint(0, len(allowed), (BATCH, SEQ // 2), generator=generator)
+    labels = allowed[picks]
+    start = torch.full((BATCH, 1), config.blank_token_id, dtype=torch.long)
+    return labels, torch.cat([start, labels], dim=1)
 
 
 def _recipe_input(config: Any, name: str) -> int | None:
