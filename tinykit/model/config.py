@@ -194,6 +194,11 @@ def _shrink_node(
     overrides.update(copy.deepcopy(recipe.set))
     merged = {**full, **shrunk_subs, **overrides}
     for key, expr in recipe.derive.items():
+        sub, _, leaf = key.partition(".")  # a dotted key sets a sub-config's value
+        if leaf and sub in shrunk_subs and leaf in shrunk_subs[sub]:
+            value = _evaluate(expr, merged, f"{path}{key}")
+            base[sub][leaf] = merged[sub][leaf] = value
+            continue
         if key not in full:
             continue
         overrides[key] = merged[key] = _evaluate(expr, merged, f"{path}{key}")
