@@ -541,6 +541,14 @@ _OPS = {
 }
 
 
+_CALLS: dict[str, Any] = {
+    "max": max,
+    "min": min,
+    # the power of two at or above n (codebooks that must be one, sized to hold a vocabulary)
+    "pow2": lambda n: 1 << max(0, int(n) - 1).bit_length(),
+}
+
+
 def _evaluate(expr: str, node: dict[str, Any], where: str) -> Any:
     """Arithmetic over config keys (dotted names reach sub-configs) and numbers; nothing else.
     A float constant makes a float (xLSTM's width factors are typed float)."""
@@ -554,8 +562,8 @@ def _evaluate(expr: str, node: dict[str, Any], where: str) -> Any:
             return node[n.id]
         if isinstance(n, ast.Attribute):
             return ev(n.value)[n.attr]
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("max", "min"):
-            return {"max": max, "min": min}[n.func.id](*(ev(a) for a in n.args))
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in _CALLS:
+            return _CALLS[n.func.id](*(ev(a) for a in n.args))
         raise ValueError(f"unsupported expression element {ast.dump(n)}")
 
     try:
