@@ -247,6 +247,8 @@ def make_inputs(model: Any, generator: Any) -> tuple[dict[str, Any], dict[str, A
         inputs["decoder_input_ids"] = torch.randint(
             0, vocab, (BATCH * (codebooks or 1), SEQ // 2), generator=generator
         )
+    elif "labels" in params and "input_ids" in inputs and _reads_latent_frames(config):
+        inputs["input_ids"], labels["labels"] = _latent_frames(config, ids, generator)
     elif "labels" in params and "input_ids" in inputs and not _is_classifier(model):
         labels["labels"] = _labels_like(config, ids)
     return inputs, labels
@@ -269,6 +271,31 @@ def _transducer_labels(config: Any, vocab: int, generator: Any) -> tuple[Any, An
     labels = allowed[picks]
     start = torch.full((BATCH, 1), config.blank_token_id, dtype=torch.long)
     return labels, torch.cat([start, labels], dim=1)
+
+
+LATENT_FRAME_KEYS = ("audio_bos_token_id", "audio_latent_token_id", "latent_dim")
+"""A TTS decoder trained on continuous latent frames (Pocket-TTS's, Gradium's) names its audio
+start and frame tokens and the latent width."""
+
+
+def _reads_latent_frames(config: Any) -> bool:
+    return all(isinstance(getattr(config, k, None), int) for k in LATENT_FRAME_KEYS)
+
+
+def _latent_frames(config: Any, ids: Any, generator: Any) -> tuple[Any, Any]:
+    """Text, the audio start token closing the first half (generate's prompt ends there, as such
+    a model's processor writes it), one frame token per target latent, and the target latents
+    (batch, frames, latent_dim) the flow head is trained on."""
+    import torch
+
+    special = [v for k, v in vars(config).items() if k.endswith("_token_id") and isinstance(v, int)]
+    plain = next(i for i in range(ids.max().item() + 2) if i not in special)
+    ids = ids.masked_fill(torch.isin(ids, torch.tensor(special)), plain)
+    half = ids.shape[1] // 2
+    ids[:, half - 1] = config.audio_bos_token_id
+    ids[:, half:] = config.audio_latent_token_id
+    frames = torch.randn(ids.shape[0], ids.shape[1] - half, config.latent_dim, generator=generator)
+    return ids, frames
 
 
 def _recipe_input(config: Any, name: str) -> int | None:
