@@ -338,7 +338,9 @@ def _train_step(model: Any, inputs: dict, labels: dict, report: VerifyReport) ->
     finally:
         with _no_grad():
             for name, buffer in model.named_buffers():
-                if name in buffers:
+                # a table regrown to the input's length (Seamless M4T's sinusoidal positions) is
+                # recomputed, not trained: it stays
+                if name in buffers and buffer.shape == buffers[name].shape:
                     buffer.copy_(buffers[name])
 
 
