@@ -317,6 +317,9 @@ def _sequence_length(config: Any) -> int:
 def _labels_like(config: Any, ids: Any) -> Any:
     """Labels = the input ids, in the layout the family's recipe names ([inputs]): MusicGen's
     decoders read (batch * codebooks, seq) ids and score (batch, seq, codebooks) labels."""
+    frames = _recipe_input(config, "labels_as_frames")
+    if frames is not None:  # CSM: (batch, seq, codebooks) codes below the codebook vocab_size
+        return (ids % config.vocab_size).unsqueeze(-1).repeat(1, 1, frames)
     codebooks = _recipe_input(config, "labels_per_codebook")
     if codebooks is None:
         return ids
