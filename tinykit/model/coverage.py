@@ -277,9 +277,12 @@ def upstream_error(model_type: str, class_name: str | None = None) -> str | None
     unimplemented = type(model).forward is torch.nn.Module.forward
     if "input_ids" not in inspect.signature(model.forward).parameters and not unimplemented:
         return None  # a tower alone (some name input_ids as their main input all the same)
+    ids = torch.zeros(1, 8, dtype=torch.long)
+    # with the labels verify trains it on (VITS refuses any: its training is not implemented)
+    labels = {"labels": ids} if "labels" in inspect.signature(model.forward).parameters else {}
     try:
         with torch.device("meta"):
-            model() if unimplemented else model(input_ids=torch.zeros(1, 8, dtype=torch.long))
+            model() if unimplemented else model(input_ids=ids, **labels)
     except Exception as e:  # the full-size default fails where the tiny one did, or elsewhere
         return f"forward: {type(e).__name__}: {_flat(e)[:200]}"
     return None
