@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
+import struct
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -46,7 +47,8 @@ def summarize(
     if with_hash:
         flat, digest = flat_and_hash(t)
     else:
-        flat, digest = t.detach().to("cpu").reshape(-1), ""
+        # the statistics reduce on the tensor's own device: only the few numbers come back
+        flat, digest = t.detach().reshape(-1), ""
     mean = std = absmax = None
     extra: dict[str, Any] = {}
     if flat.numel() and not (t.is_complex() or t.dtype == torch.bool):
@@ -65,7 +67,7 @@ def summarize(
         mean=mean,
         std=std,
         absmax=absmax,
-        values=flat.clone() if keep else None,
+        values=flat.to("cpu", copy=True) if keep else None,
         name=name,
         **extra,
     )
@@ -81,15 +83,17 @@ def _scratch(like: torch.Tensor, slot: int = 0) -> torch.Tensor:
     buffer = scratch_buffers.get(key)
     if buffer is None or buffer.numel() < like.numel():
         buffer = scratch_buffers[key] = like.new_empty(like.numel())
-    return buffer[: like.numel()].view(like.shape)
+    return buffer[: like.numel()]  # flat, as `like` is: one view op fewer per tensor
 
 
 def _full_stats(flat: torch.Tensor) -> tuple[Any, Any, Any, dict[str, Any]]:
-    """(mean, std, absmax, the other fields) in a few fused reductions and one host sync;
-    float32 (float64 for float64 input) is enough for statistics.
+    """(mean, std, absmax, the other fields) in four reductions that read the tensor and write
+    nothing, and one host sync; float32 (float64 for float64 input) is enough for statistics.
 
-    The common case, a finite tensor, is seen from its min/max (NaN and Inf reach them) and
-    needs no mask; only a tensor with NaN/Inf takes a second pass over its finite elements."""
+    The common case, a finite tensor with no exact zero, is seen from its min/max (NaN and Inf
+    reach them) and its abs-min (> 0: no zero, and it is the smallest non-zero |x| too); only a
+    tensor with zeros takes a second pass to count them, and one with NaN/Inf a pass over its
+    finite elements."""
     import torch
 
     if flat.dtype in (torch.float32, torch.float64):
@@ -99,37 +103,51 @@ def _full_stats(flat: torch.Tensor) -> tuple[Any, Any, Any, dict[str, Any]]:
     n = x.numel()
     absf = torch.abs(x, out=_scratch(x))
     lo_hi = torch.aminmax(x)
-    mean = x.sum() / n
-    # two-pass variance: a sum and a dot product (BLAS) are ~40x cheaper than torch.std_mean
-    centered = torch.sub(x, mean, out=_scratch(x, 1)).reshape(-1)
-    var = torch.dot(centered, centered) / max(n - 1, 1)
-    # The smallest |x| > 0 without a mask (boolean ops are slow on CPU): the bits of a float
-    # >= 0 order as its value, so bits - 1 keeps the order and sends 0 to -1, which the sign
-    # mask turns into the largest pattern (a NaN's, that no finite |x| has). abs-min is 0 when
-    # there are zeros, else that value: no pass of its own.
-    ints, top = (
-        (torch.int64, (1 << 63) - 1) if x.dtype == torch.float64 else (torch.int32, 2**31 - 1)
-    )
-    nz_bits = absf.view(ints).sub_(1).bitwise_and_(top).min()  # absf is ours to overwrite
-    # + 1 back, as a float; with no non-zero element the pattern wraps to -0.0
-    nonzero_absmin = nz_bits.add_(1).view(x.dtype)
-    lo, hi, zeros, mean_v, std_v, nz = torch.stack(
-        [*lo_hi, (n - torch.count_nonzero(x)).to(x.dtype), mean, var.sqrt(), nonzero_absmin]
-    ).tolist()
+    # One-pass variance from the sum and the sum of squares (a BLAS dot): two kernels that only
+    # read; torch.std_mean is ~40x slower on CPU. Its cancellation is checked below.
+    total, squares = x.sum(), torch.dot(x, x)
+    lo, hi, amin, total_v, squares_v = torch.stack([*lo_hi, absf.min(), total, squares]).tolist()
     if not (math.isfinite(lo) and math.isfinite(hi)):
         return _non_finite_stats(x)
-    amin = 0.0 if zeros else nz
+    mean_v = total_v / n
+    var = (squares_v - total_v * mean_v) / max(n - 1, 1)
+    if not var > 1e-3 * squares_v / n:
+        # the mean dominates (|mean| > ~30 std): the one-pass variance lost its digits to
+        # cancellation, so take the two-pass one (a subtraction and a dot product)
+        centered = torch.sub(x, mean_v, out=_scratch(x, 1))
+        var = torch.dot(centered, centered).item() / max(n - 1, 1)
+    zeros, nz = 0, amin
+    if amin == 0.0:
+        zeros, nz = _zeros_and_nonzero_absmin(x, absf)
     extra = {
         "nan": 0,
         "posinf": 0,
         "neginf": 0,
-        "zeros": int(zeros),
+        "zeros": zeros,
         "absmin": amin,
         "min": lo,
         "max": hi,
         "nonzero_absmin": nz or None,
     }
-    return mean_v, std_v if n > 1 else 0.0, max(abs(lo), abs(hi)), extra
+    return mean_v, math.sqrt(max(var, 0.0)) if n > 1 else 0.0, max(abs(lo), abs(hi)), extra
+
+
+def _zeros_and_nonzero_absmin(x: torch.Tensor, absf: torch.Tensor) -> tuple[int, float]:
+    """How many elements are 0, and the smallest |x| > 0 (0.0 when there is none)."""
+    import torch
+
+    # Without a mask (boolean ops are slow on CPU): the bits of a float >= 0 order as its
+    # value, so bits - 1 keeps the order and sends 0 to -1, which the sign mask turns into the
+    # largest pattern (a NaN's, that no finite |x| has).
+    ints, top = (
+        (torch.int64, (1 << 63) - 1) if x.dtype == torch.float64 else (torch.int32, 2**31 - 1)
+    )
+    nz_bits = absf.view(ints).sub_(1).bitwise_and_(top).min().item()  # absf is ours to overwrite
+    # + 1 back, read as a float (in Python: no tensor ops); with no non-zero element the
+    # pattern wraps to -0.0
+    bits, real = ("Q", "d") if x.dtype == torch.float64 else ("I", "f")
+    (nz,) = struct.unpack(real, struct.pack(bits, (nz_bits + 1) & (2 * top + 1)))
+    return x.numel() - int(torch.count_nonzero(x)), nz
 
 
 def _non_finite_stats(x: torch.Tensor) -> tuple[Any, Any, Any, dict[str, Any]]:
