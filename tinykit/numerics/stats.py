@@ -142,7 +142,7 @@ def _zeros_and_nonzero_absmin(x: torch.Tensor, absf: torch.Tensor) -> tuple[int,
     ints, top = (
         (torch.int64, (1 << 63) - 1) if x.dtype == torch.float64 else (torch.int32, 2**31 - 1)
     )
-    nz_bits = absf.view(ints).sub_(1).bitwise_and_(top).min().item()  # absf is ours to overwrite
+    nz_bits = int(absf.view(ints).sub_(1).bitwise_and_(top).min())  # absf is ours to overwrite
     # + 1 back, read as a float (in Python: no tensor ops); with no non-zero element the
     # pattern wraps to -0.0
     bits, real = ("Q", "d") if x.dtype == torch.float64 else ("I", "f")
