@@ -213,7 +213,8 @@ def make_inputs(model: Any, generator: Any) -> tuple[dict[str, Any], dict[str, A
     """Random inputs shaped from the config: token ids, pixels or audio features, plus labels."""
     import torch
 
-    from tinykit.model.inputs import image_token, image_token_ids, media_inputs
+    from tinykit.model.inputs import media_inputs
+    from tinykit.model.inputs_image import image_token, image_token_ids
 
     config = model.config
     params = inspect.signature(model.forward).parameters
@@ -453,7 +454,7 @@ def _tokenizer(model: Any, folder: Path, inputs: dict, report: VerifyReport, tru
 
 def _is_image_input(model: Any, key: str) -> bool:
     """Pixels that go with image tokens: a text of the tokenizer's alone holds none."""
-    from tinykit.model.inputs import image_token
+    from tinykit.model.inputs_image import image_token
 
     return image_token(model.config) is not None and key.startswith(("pixel_", "image_"))
 

@@ -1,0 +1,163 @@
+"""Pixel inputs: images through the type's image processor at the tiny tower's geometry,
+flattened patch grids of patch-merging towers, video frames, and the image tokens an image-text
+model's `input_ids` need.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from tinykit.model.processors import is_int, keep_accepted, processors, runs
+
+GRID_INPUTS = ("grid_thw", "image_grid_thw")
+"""Forward arguments naming each image's (t, h, w) patch grid, beside its flattened patches."""
+
+
+def image_features_getter(model: Any) -> Any:
+    """`get_image_features` of the model, or of its base model where a head class leaves it
+    there (FuyuForCausalLM's); None when neither has one."""
+    return getattr(model, "get_image_features", None) or getattr(
+        getattr(model, "base_model", None), "get_image_features", None
+    )
+
+
+def image_side(vision: Any) -> int | None:
+    size = getattr(vision, "image_size", None)
+    if isinstance(size, list | tuple) and size and is_int(size[0]):
+        return size[0]
+    return size if is_int(size) else None
+
+
+def image_token(config: Any) -> int | None:
+    for key in ("image_token_id", "image_token_index"):
+        value = getattr(config, key, None)
+        if is_int(value):
+            return value
+    return None
+
+
+def image_inputs(model, config, vision, params, generator, batch) -> tuple[dict[str, Any], str]:
+    import numpy as np
+    import torch
+
+    size = image_side(vision) or 32
+    channels = getattr(vision, "num_channels", 3) or 3
+    square = {"height": size, "width": size}
+    patch = getattr(vision, "patch_size", None)
+    merge = getattr(vision, "spatial_merge_size", None)
+    patch = patch if is_int(patch) else None
+    merge = merge if is_int(merge) else None
+    step = (patch or 8) * (merge or 1)  # pixels per image token of patch-merging towers
+    pixels_budget = {"shortest_edge": step * step, "longest_edge": 4 * step * step}
+    # any-resolution tiles (LLaVA-NeXT), rescaled to the tiny image side by the config shrink
+    tiles = {"image_grid_pinpoints": getattr(config, "image_grid_pinpoints", None)}
+    geometries = (
+        {"size": square, "crop_size": square, "patch_size": patch, "merge_size": merge, **tiles},
+        {"size": pixels_budget, "patch_size": patch, "merge_size": merge, **tiles},
+        # Fuyu's names the patch as a side pair
+        {"size": square, "patch_size": patch and {"height": patch, "width": patch}},
+        {"patch_size": patch, "merge_size": merge, **tiles},
+    )
+    inputs: dict[str, Any] = {}
+    how = "random"
+    rng = np.random.default_rng(int(torch.randint(0, 2**31, (1,), generator=generator)))
+    images = [rng.integers(0, 256, (size, size, 3), dtype=np.uint8) for _ in range(batch)]
+    for processor in processors("image", config.model_type, *geometries) if channels == 3 else ():
+        try:
+            raw = processor(images=images, return_tensors="pt")
+            out = keep_accepted({**raw, **_patchified(processor, raw)}, params)
+        except Exception:  # this geometry does not suit the processor: try the next one
+            continue
+        pixels = out.get("pixel_values")
+        if pixels is not None and (pixels.dim() < 4 or pixels.shape[-1] == size):
+            inputs, how = out, f"processor {type(processor).__name__}"
+            break
+    getter = image_features_getter(model)
+    reads = params | (set(inspect.signature(getter).parameters) if callable(getter) else set())
+    if not inputs and "image_grid_thw" in reads:  # a patch-merging model without a processor
+        return patch_grid_inputs(vision, params, "image_grid_thw", generator, batch)
+    if not inputs:
+        pixels = torch.randn(batch, channels, size, size, generator=generator)
+        # (batch, images, channels, h, w) where the tower reads several images per sample and
+        # not one (Idefics3; ModernVBERT and UltraVBERT, whose processors need torchvision)
+        several = pixels[:, None]
+        if (
+            callable(getter)
+            and not runs(getter, {"pixel_values": pixels})
+            and runs(getter, {"pixel_values": several})
+        ):
+            pixels = several
+        inputs["pixel_values"] = pixels
+    return inputs, how
+
+
+def _patchified(processor: Any, raw: Any) -> dict[str, Any]:
+    """Pixels of a processor that leaves patching to its model's processor (Fuyu's returns
+    resized `images` and a `patchify_image` step): every sample's patches as rows of
+    channels x patch x patch values, which such a model's linear patch embedding reads."""
+    import torch
+
+    if "pixel_values" in raw or "images" not in raw or not hasattr(processor, "patchify_image"):
+        return {}
+    rows = [
+        torch.as_tensor(
+            processor.patchify_image(image=sample.reshape(-1, *sample.shape[-3:]).numpy())
+        )
+        for sample in raw["images"]
+    ]
+    return {"pixel_values": torch.stack([r.reshape(-1, r.shape[-1]) for r in rows])}
+
+
+def patch_grid_inputs(vision, params, grid_key, generator, batch) -> tuple[dict[str, Any], str]:
+    """What the processors of patch-merging towers emit: every image's patches flattened to rows
+    of channels x temporal patch x patch x patch values, and each image's (t, h, w) patch grid,
+    h and w two merge windows wide."""
+    import torch
+
+    def setting(*names: str, default: int) -> int:
+        values: list[Any] = [getattr(vision, n, None) for n in names]
+        return next((int(v) for v in values if is_int(v)), default)
+
+    channels = setting("in_channels", "num_channels", "in_chans", default=3)
+    patch = setting("patch_size", default=8)
+    temporal = setting("temporal_patch_size", "patch_temporal", default=1)
+    side = 2 * setting("spatial_merge_size", "merge_size", default=1)
+    rows = batch * side * side
+    key = "hidden_states" if "hidden_states" in params else "pixel_values"
+    patches = torch.randn(rows, channels * temporal * patch * patch, generator=generator)
+    grid = torch.tensor([[1, side, side]] * batch)
+    return {key: patches, grid_key: grid}, "random"
+
+
+def video_inputs(config, vision, key, params, generator, batch) -> tuple[dict[str, Any], str]:
+    import torch
+
+    size = image_side(vision) or 32
+    frames = getattr(vision, "num_frames", None) or 4
+    channels = getattr(vision, "num_channels", 3) or 3
+    return {key: torch.randn(batch, frames, channels, size, size, generator=generator)}, "random"
+
+
+def image_token_ids(model: Any, pixels: dict[str, Any], text: Any) -> Any:
+    """`text` (batch, seq) with as many image tokens in front as the vision tower yields features."""
+    import torch
+
+    token = image_token(model.config)
+    getter = image_features_getter(model)
+    if token is None or getter is None:
+        return text
+    accepted = set(inspect.signature(getter).parameters)
+    with torch.no_grad():
+        features = getter(**{k: v for k, v in pixels.items() if k in accepted})
+    if not isinstance(features, torch.Tensor | list | tuple):  # a ModelOutput
+        pooled = getattr(features, "pooler_output", None)
+        features = pooled if pooled is not None else features.last_hidden_state
+    if isinstance(features, torch.Tensor):
+        count = features.shape[:-1].numel()
+    else:
+        count = sum(f.shape[:-1].numel() for f in features)
+    per_sample = count // text.shape[0]
+    text = text.masked_fill(text == token, 0)  # random text must not hold image tokens itself
+    images = torch.full((text.shape[0], per_sample), token, dtype=text.dtype)
+    return torch.cat([images, text], dim=1)

@@ -1,0 +1,92 @@
+"""Processors of a model type from transformers' auto tables, built for a tiny geometry, and the
+small helpers every modality's inputs share.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterator
+from typing import Any
+
+
+def is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def processors(
+    table_name: str, model_type: str, *geometries: dict[str, Any], config: Any = None
+) -> Iterator[Any]:
+    """The type's processor from transformers' auto table, built for each tiny geometry in turn
+    (processors name sizes differently: height/width, a pixel budget, patch and merge sizes).
+    Settings the processor and `config` name alike (an audio tower's `max_length` frames,
+    `num_mel_bins`) take the tiny config's value first."""
+    import importlib
+
+    import transformers
+
+    # only the table asked for: the video table's module needs torchvision, even to be read
+    module, attr = {
+        "image": ("image_processing_auto", "IMAGE_PROCESSOR_MAPPING_NAMES"),
+        "video": ("video_processing_auto", "VIDEO_PROCESSOR_MAPPING_NAMES"),
+        "audio": ("feature_extraction_auto", "FEATURE_EXTRACTOR_MAPPING_NAMES"),
+    }[table_name]
+    try:
+        table = getattr(importlib.import_module(f"transformers.models.auto.{module}"), attr)
+    except ImportError:  # a backend the table needs is missing: no processor, random inputs
+        return
+    names = table.get(model_type) or table.get(_sibling(model_type, table))
+    if isinstance(names, dict):
+        names = [names.get("torchvision"), names.get("pil")]
+    classes = [
+        getattr(transformers, n, None)
+        for n in (names if isinstance(names, list | tuple) else [names])
+        if n
+    ]
+    for cls in [c for c in classes if c is not None]:
+        built = False
+        named = _named_like(cls, config) if config is not None else {}
+        for geometry in [*([named] if named else []), *geometries, {}]:
+            try:
+                processor = cls(**{k: v for k, v in geometry.items() if v is not None})
+            except Exception:  # a processor that rejects a tiny setting: try the next one
+                continue
+            built = True
+            yield processor
+        if built:  # the first backend that builds (torchvision's, else PIL's) is the type's
+            return
+
+
+def _named_like(cls: Any, config: Any) -> dict[str, int]:
+    """The processor's integer settings that `config` also names, at the config's value."""
+    try:
+        accepted = set(inspect.signature(cls.__init__).parameters) - {"self", "kwargs"}
+    except (TypeError, ValueError):  # a processor without an inspectable constructor
+        return {}
+    return {k: getattr(config, k) for k in sorted(accepted) if is_int(getattr(config, k, None))}
+
+
+def _sibling(model_type: str, table: Any) -> str | None:
+    """A type sharing `model_type`'s multimodal processor class that the table lists (GLM-4V-MoE
+    uses GLM-4V's processor, and so its image processor)."""
+    from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
+
+    mine = PROCESSOR_MAPPING_NAMES.get(model_type)
+    return next(
+        (t for t, name in PROCESSOR_MAPPING_NAMES.items() if mine and name == mine and t in table),
+        None,
+    )
+
+
+def keep_accepted(out: Any, params: set[str]) -> dict[str, Any]:
+    return {k: v for k, v in out.items() if k in params and k != "input_ids"}
+
+
+def runs(model: Any, inputs: dict[str, Any]) -> bool:
+    import torch
+
+    try:
+        with torch.no_grad():
+            model(**inputs)
+    except Exception:  # this layout does not suit the model: the caller tries the next
+        return False
+    return True
