@@ -67,16 +67,22 @@ def _tensor(config: Any, entry: dict[str, Any], generator: Any, batch: int, seq:
 
 
 def _size(config: Any, dim: Any, batch: int, seq: int) -> int:
-    """A dimension: a number, "batch", "seq", or a config key (dotted into sub-configs)."""
+    """A dimension: a number, "batch", "seq", a config key (dotted into sub-configs), or
+    arithmetic over keys (`"len(target_layer_ids) * hidden_size"`)."""
     if is_int(dim):
         return int(dim)
     if dim == "batch":
         return batch
     if dim == "seq":
         return seq
-    value: Any = config
-    for part in str(dim).split("."):
-        value = getattr(value, part)
+    if not str(dim).replace(".", "").replace("_", "").isalnum():  # arithmetic over config keys
+        from tinykit.model.config import _evaluate
+
+        value: Any = _evaluate(str(dim), config.to_dict(), "[inputs.tensors]")
+    else:
+        value = config
+        for part in str(dim).split("."):
+            value = getattr(value, part)
     if not is_int(value):
         raise ValueError(f"recipe [inputs.tensors] names {dim!r}, which is {value!r}, not a size")
     return int(value)

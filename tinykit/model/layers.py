@@ -202,7 +202,8 @@ def _layer_keyed_dicts(node: dict[str, Any], depth: int) -> list[str]:
 
 
 def _at(table: dict[Any, Any], i: int) -> Any:
-    return table.get(i, table.get(str(i)))
+    """The entry of layer i; keys may be zero-padded strings (EmbeddingGemma 2's "05")."""
+    return next((v for k, v in table.items() if int(k) == i), None)
 
 
 def _predicate(node: dict[str, Any], kind: str, key: Any, i: int) -> bool:
