@@ -551,6 +551,8 @@ def _evaluate(expr: str, node: dict[str, Any], where: str) -> Any:
             return _OPS[type(n.op)](ev(n.left), ev(n.right))
         if isinstance(n, ast.Name):
             return node[n.id]
+        if isinstance(n, ast.Subscript):  # an entry of a list key: `subsampling_conv_channels[0]`
+            return ev(n.value)[ev(n.slice)]
         if isinstance(n, ast.Attribute):
             return ev(n.value)[n.attr]
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in _CALLS:

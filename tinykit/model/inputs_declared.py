@@ -39,7 +39,7 @@ def declared_inputs(
     declared = recipe_for(getattr(config, "model_type", "") or "").inputs.get("tensors", {})
     out: dict[str, Any] = {}
     for name, entry in declared.items():
-        if name in params and name not in have:
+        if name in params:  # the family's declaration is more specific than the generic inputs
             out[name] = _tensor(config, entry, generator, batch, seq)
     width = next((getattr(config, k) for k in WIDTH_KEYS if is_int(getattr(config, k, None))), 32)
     for name, param in params.items():
@@ -75,7 +75,7 @@ def _size(config: Any, dim: Any, batch: int, seq: int) -> int:
         return batch
     if dim == "seq":
         return seq
-    if not str(dim).replace(".", "").replace("_", "").isalnum():  # arithmetic over config keys
+    if not str(dim).replace(".", "").replace("_", "").isalnum():  # (or an entry: `key[0]`)  # arithmetic over config keys
         from tinykit.model.config import _evaluate
 
         value: Any = _evaluate(str(dim), config.to_dict(), "[inputs.tensors]")

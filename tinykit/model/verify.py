@@ -356,10 +356,13 @@ def _float_tensors(out: Any) -> Any:
     """Floating tensors of a model output in order, nested tuples and outputs included (MGP-STR
     returns its logits as a tuple of three heads)."""
     import torch
+    from transformers.cache_utils import Cache
 
     if isinstance(out, torch.Tensor):
         if out.is_floating_point():
             yield out
+        return
+    if isinstance(out, Cache):  # the KV cache a forward returns is no output to train
         return
     values = out.values() if hasattr(out, "values") else out
     if isinstance(values, str) or not hasattr(values, "__iter__"):

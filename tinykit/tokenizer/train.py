@@ -90,8 +90,9 @@ MEDIA_ARGUMENTS = ("pixel_values", "input_values", "input_features")
 
 
 def _reads_text(model_type: str) -> bool:
-    """A base model whose forward reads token ids and no pixels or audio: a text tower that no
-    composite names as its `base_config_key` (Mistral Large 4's, SAM 3 Lite's text encoder)."""
+    """A base model whose forward reads token ids: as its main input (EmbeddingGemma 2, which
+    embeds images and audio too), or beside no pixels or audio (a text tower that no composite
+    names as its `base_config_key`: Mistral Large 4's, SAM 3 Lite's text encoder)."""
     import inspect
 
     import transformers
@@ -99,10 +100,12 @@ def _reads_text(model_type: str) -> bool:
 
     name = MODEL_MAPPING_NAMES.get(model_type)
     try:
-        params = inspect.signature(getattr(transformers, str(name)).forward).parameters
+        cls = getattr(transformers, str(name))
+        params = inspect.signature(cls.forward).parameters
     except (AttributeError, ImportError, TypeError, ValueError):  # no class, or its package
         return False
-    return "input_ids" in params and not any(a in params for a in MEDIA_ARGUMENTS)
+    main = getattr(cls, "main_input_name", None) == "input_ids"
+    return "input_ids" in params and (main or not any(a in params for a in MEDIA_ARGUMENTS))
 
 
 def _text_model_types() -> set[str]:
