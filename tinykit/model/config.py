@@ -13,6 +13,7 @@ import ast
 import copy
 import math
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -546,7 +547,7 @@ _OPS = {
 }
 
 
-_CALLS = {"max": max, "min": min, "len": len}  # len: how many entries a list key holds
+_CALLS: dict[str, Callable[..., Any]] = {"max": max, "min": min, "len": len}  # len: list length
 
 
 def _evaluate(expr: str, node: dict[str, Any], where: str) -> Any:

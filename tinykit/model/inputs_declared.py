@@ -60,7 +60,9 @@ def _tensor(config: Any, entry: dict[str, Any], generator: Any, batch: int, seq:
         dtype = torch.bool if entry.get("dtype") == "bool" else torch.long
         return torch.full(shape, entry["fill"], dtype=dtype)
     if "high" in entry:
-        return torch.randint(0, _size(config, entry["high"], batch, seq), shape, generator=generator)
+        return torch.randint(
+            0, _size(config, entry["high"], batch, seq), shape, generator=generator
+        )
     if entry.get("unit"):  # coordinates normalised to [0, 1): boxes
         return torch.rand(shape, generator=generator)
     return torch.randn(shape, generator=generator)
@@ -75,7 +77,9 @@ def _size(config: Any, dim: Any, batch: int, seq: int) -> int:
         return batch
     if dim == "seq":
         return seq
-    if not str(dim).replace(".", "").replace("_", "").isalnum():  # (or an entry: `key[0]`)  # arithmetic over config keys
+    if (
+        not str(dim).replace(".", "").replace("_", "").isalnum()
+    ):  # (or an entry: `key[0]`)  # arithmetic over config keys
         from tinykit.model.config import _evaluate
 
         names = {**config.to_dict(), "batch": batch, "seq": seq}

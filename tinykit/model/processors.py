@@ -71,7 +71,9 @@ def _sibling(model_type: str, table: Any) -> str | None:
     from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
 
     mine = PROCESSOR_MAPPING_NAMES.get(model_type)
-    shared = (t for t, name in PROCESSOR_MAPPING_NAMES.items() if mine and name == mine and t in table)
+    shared = (
+        t for t, name in PROCESSOR_MAPPING_NAMES.items() if mine and name == mine and t in table
+    )
     return next(shared, None) or _composite(model_type, table)
 
 

@@ -449,7 +449,9 @@ def _tokenizer(model: Any, folder: Path, inputs: dict, report: VerifyReport, tru
         with torch.no_grad():
             text_only = {k: v for k, v in inputs.items() if not _is_image_input(model, k)}
             # declared per-token tensors (boxes) follow the probe's length
-            again = declared_inputs(model, {"input_ids": ids}, torch.Generator(), BATCH, ids.shape[1])
+            again = declared_inputs(
+                model, {"input_ids": ids}, torch.Generator(), BATCH, ids.shape[1]
+            )
             text_only.update({k: v for k, v in again.items() if k in text_only})
             logits = _first_tensor(model(**{**text_only, "input_ids": ids.repeat(BATCH, 1)}))
         report.tokenizer["forward"] = {
