@@ -13,6 +13,7 @@ import ast
 import copy
 import math
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -348,7 +349,8 @@ def _knob_values(full: dict[str, Any], recipe: Recipe, ctx: _Context) -> dict[st
     patches = bool(knob_keys["image_size"] or per_stage["image_size"]) or any(
         _is_int(full.get(k)) for k in PATCH_MERGING
     )
-    width = min([full[k] for k in knob_keys["width"]] + [spec.hidden])
+    # a width of 0 means "none" (DPR's projection_dim: no projection) and stays 0
+    width = min([full[k] for k in knob_keys["width"] if full[k] > 0] + [spec.hidden])
     heads_src = full[knob_keys["heads"][0]] if knob_keys["heads"] else None
     heads = _divisor_at_most(width, min(spec.heads, heads_src or spec.heads))
     experts = None
@@ -356,7 +358,7 @@ def _knob_values(full: dict[str, Any], recipe: Recipe, ctx: _Context) -> dict[st
         for key in keys:
             v = full[key]
             if knob == "width":
-                out[key] = width
+                out[key] = width if v > 0 else v
             elif knob == "heads":
                 out[key] = heads
             elif knob == "kv_heads":
@@ -545,6 +547,9 @@ _OPS = {
 }
 
 
+_CALLS: dict[str, Callable[..., Any]] = {"max": max, "min": min, "len": len}  # len: list length
+
+
 def _evaluate(expr: str, node: dict[str, Any], where: str) -> Any:
     """Arithmetic over config keys (dotted names reach sub-configs) and numbers; nothing else.
     A float constant makes a float (xLSTM's width factors are typed float)."""
@@ -556,10 +561,12 @@ def _evaluate(expr: str, node: dict[str, Any], where: str) -> Any:
             return _OPS[type(n.op)](ev(n.left), ev(n.right))
         if isinstance(n, ast.Name):
             return node[n.id]
+        if isinstance(n, ast.Subscript):  # an entry of a list key: `subsampling_conv_channels[0]`
+            return ev(n.value)[ev(n.slice)]
         if isinstance(n, ast.Attribute):
             return ev(n.value)[n.attr]
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("max", "min"):
-            return {"max": max, "min": min}[n.func.id](*(ev(a) for a in n.args))
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in _CALLS:
+            return _CALLS[n.func.id](*(ev(a) for a in n.args))
         raise ValueError(f"unsupported expression element {ast.dump(n)}")
 
     try:

@@ -67,6 +67,8 @@ def _series(config, params, generator, batch) -> tuple[dict[str, Any], str]:
     future = setting("prediction_length")
     variates = setting("input_size")
     per_step = (variates,) if variates > 1 else ()  # one variate: no trailing axis
+    if setting("num_input_channels"):  # PatchTST's (batch, steps, channels), one channel too
+        per_step = (setting("num_input_channels"),)
     times = setting("num_time_features")
     inputs = {
         "past_values": torch.randn(batch, past, *per_step, generator=generator),

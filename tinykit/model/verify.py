@@ -214,6 +214,7 @@ def make_inputs(model: Any, generator: Any) -> tuple[dict[str, Any], dict[str, A
     import torch
 
     from tinykit.model.inputs import media_inputs
+    from tinykit.model.inputs_declared import declared_inputs
     from tinykit.model.inputs_image import image_token, image_token_ids
 
     config = model.config
@@ -231,6 +232,8 @@ def make_inputs(model: Any, generator: Any) -> tuple[dict[str, Any], dict[str, A
             if "mm_token_type_ids" in params:  # M-RoPE models mark which positions are image
                 inputs["mm_token_type_ids"] = (ids == image_token(config)).long()
         inputs["input_ids"] = ids
+    # what else the forward requires: recipe-declared tensors (boxes, states), embeddings
+    inputs.update(declared_inputs(model, inputs, generator, BATCH, ids.shape[1]))
     labels: dict[str, Any] = {}
     if "return_loss" in params:
         labels["return_loss"] = True
@@ -353,10 +356,13 @@ def _float_tensors(out: Any) -> Any:
     """Floating tensors of a model output in order, nested tuples and outputs included (MGP-STR
     returns its logits as a tuple of three heads)."""
     import torch
+    from transformers.cache_utils import Cache
 
     if isinstance(out, torch.Tensor):
         if out.is_floating_point():
             yield out
+        return
+    if isinstance(out, Cache):  # the KV cache a forward returns is no output to train
         return
     values = out.values() if hasattr(out, "values") else out
     if isinstance(values, str) or not hasattr(values, "__iter__"):
@@ -413,6 +419,7 @@ def _tokenizer(model: Any, folder: Path, inputs: dict, report: VerifyReport, tru
     import torch
     from transformers import AutoTokenizer
 
+    from tinykit.model.inputs_declared import declared_inputs
     from tinykit.tokenizer.check import PROBE, check_tokenizer
     from tinykit.tokenizer.source import has_tokenizer_files
 
@@ -441,6 +448,11 @@ def _tokenizer(model: Any, folder: Path, inputs: dict, report: VerifyReport, tru
     try:
         with torch.no_grad():
             text_only = {k: v for k, v in inputs.items() if not _is_image_input(model, k)}
+            # declared per-token tensors (boxes) follow the probe's length
+            again = declared_inputs(
+                model, {"input_ids": ids}, torch.Generator(), BATCH, ids.shape[1]
+            )
+            text_only.update({k: v for k, v in again.items() if k in text_only})
             logits = _first_tensor(model(**{**text_only, "input_ids": ids.repeat(BATCH, 1)}))
         report.tokenizer["forward"] = {
             "tokens": ids.shape[1],
