@@ -567,6 +567,10 @@ def _evaluate(expr: str, node: dict[str, Any], where: str) -> Any:
             return ev(n.value)[n.attr]
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in _CALLS:
             return _CALLS[n.func.id](*(ev(a) for a in n.args))
+        if isinstance(n, ast.List):  # a per-level list (LW-DETR's projector_in_channels)
+            return [ev(e) for e in n.elts]
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
+            return -ev(n.operand)
         raise ValueError(f"unsupported expression element {ast.dump(n)}")
 
     try:

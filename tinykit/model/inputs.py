@@ -47,10 +47,17 @@ def media_inputs(model: Any, generator: Any, batch: int) -> tuple[dict[str, Any]
         return video_inputs(config, vision, "pixel_values", params, generator, batch)
     has_tower = getattr(config, "vision_config", None) is not None  # None: a text-only default
     if "pixel_values" in params and (
-        main == "pixel_values" or image_side(vision) is not None or has_tower
+        main == "pixel_values" or image_side(vision) is not None or has_tower or _required(model)
     ):
         return image_inputs(model, config, vision, params, generator, batch)
     return {}, ""
+
+
+def _required(model: Any) -> bool:
+    """Pixels are the forward's first required argument (a tower alone without an image size,
+    Gemma 4's, whose main input name is left at input_ids)."""
+    param = inspect.signature(model.forward).parameters.get("pixel_values")
+    return param is not None and param.default is inspect.Parameter.empty
 
 
 def _series(config, params, generator, batch) -> tuple[dict[str, Any], str]:

@@ -127,7 +127,10 @@ def patch_grid_inputs(vision, params, grid_key, generator, batch) -> tuple[dict[
     key = "hidden_states" if "hidden_states" in params else "pixel_values"
     patches = torch.randn(rows, channels * temporal * patch * patch, generator=generator)
     grid = torch.tensor([[1, side, side]] * batch)
-    return {key: patches, grid_key: grid}, "random"
+    out = {key: patches, grid_key: grid}
+    if "merge_sizes" in params:  # each image's merge window, beside its grid (VideoLLaMA3's)
+        out["merge_sizes"] = torch.tensor([side // 2] * batch)
+    return out, "random"
 
 
 def video_inputs(config, vision, key, params, generator, batch) -> tuple[dict[str, Any], str]:

@@ -237,6 +237,10 @@ def make_inputs(model: Any, generator: Any) -> tuple[dict[str, Any], dict[str, A
     labels: dict[str, Any] = {}
     if "return_loss" in params:
         labels["return_loss"] = True
+    elif "labels" in params and _reads_targets(params["labels"]):
+        pixels = media.get("pixel_values")
+        side = tuple(pixels.shape[-2:]) if pixels is not None else (32, 32)
+        labels["labels"] = _detection_targets(config, side, generator)
     elif "labels" in params and getattr(config, "is_encoder_decoder", False):
         # a multi-codebook decoder (MusicGen's) reads (batch * codebooks, seq) token rows and is
         # trained on (batch, seq, codebooks) labels
@@ -251,6 +255,29 @@ def make_inputs(model: Any, generator: Any) -> tuple[dict[str, Any], dict[str, A
     elif "labels" in params and "input_ids" in inputs and not _is_classifier(model):
         labels["labels"] = _labels_like(config, ids)
     return inputs, labels
+
+
+def _reads_targets(param: inspect.Parameter) -> bool:
+    """Labels annotated as a list of dicts: a detector's per-image targets (DETR's, RT-DETR's),
+    not token ids, even where the config calls the model an encoder-decoder."""
+    return "list[dict" in str(param.annotation)
+
+
+def _detection_targets(config: Any, side: tuple[int, ...], generator: Any) -> list[dict[str, Any]]:
+    """Two objects per image: class ids below num_labels, boxes as (cx, cy, w, h) in (0, 1), and
+    masks at the image's size (instance segmentation heads, RF-DETR's, score them)."""
+    import torch
+
+    classes = max(1, getattr(config, "num_labels", 1) or 1)
+    targets = []
+    for _ in range(BATCH):
+        centers = torch.rand(2, 2, generator=generator) * 0.5 + 0.25
+        sides = torch.rand(2, 2, generator=generator) * 0.4 + 0.1
+        labels = torch.randint(0, classes, (2,), generator=generator)
+        masks = (torch.rand(2, *side, generator=generator) > 0.5).float()
+        boxes = torch.cat([centers, sides], dim=1)
+        targets.append({"class_labels": labels, "boxes": boxes, "masks": masks})
+    return targets
 
 
 def _recipe_input(config: Any, name: str) -> int | None:
