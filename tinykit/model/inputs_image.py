@@ -88,6 +88,8 @@ def image_inputs(model, config, vision, params, generator, batch) -> tuple[dict[
             and runs(getter, {"pixel_values": several})
         ):
             pixels = several
+        elif not callable(getter) and "image_attention_mask" in params:
+            pixels = several  # a text-to-images attention mask (IDEFICS's): images per sample
         inputs["pixel_values"] = pixels
     return inputs, how
 
@@ -144,9 +146,19 @@ def image_token_ids(model: Any, pixels: dict[str, Any], text: Any) -> Any:
     import torch
 
     token = image_token(model.config)
-    getter = image_features_getter(model)
-    if token is None or getter is None:
+    if token is None or image_features_getter(model) is None:
         return text
+    per_sample = image_feature_count(model, pixels) // text.shape[0]
+    text = text.masked_fill(text == token, 0)  # random text must not hold image tokens itself
+    images = torch.full((text.shape[0], per_sample), token, dtype=text.dtype)
+    return torch.cat([images, text], dim=1)
+
+
+def image_feature_count(model: Any, pixels: dict[str, Any]) -> int:
+    """How many feature vectors the vision side yields for `pixels`, over the whole batch."""
+    import torch
+
+    getter = image_features_getter(model)
     accepted = set(inspect.signature(getter).parameters)
     with torch.no_grad():
         features = getter(**{k: v for k, v in pixels.items() if k in accepted})
@@ -154,10 +166,26 @@ def image_token_ids(model: Any, pixels: dict[str, Any], text: Any) -> Any:
         pooled = getattr(features, "pooler_output", None)
         features = pooled if pooled is not None else features.last_hidden_state
     if isinstance(features, torch.Tensor):
-        count = features.shape[:-1].numel()
-    else:
-        count = sum(f.shape[:-1].numel() for f in features)
-    per_sample = count // text.shape[0]
-    text = text.masked_fill(text == token, 0)  # random text must not hold image tokens itself
-    images = torch.full((text.shape[0], per_sample), token, dtype=text.dtype)
-    return torch.cat([images, text], dim=1)
+        return features.shape[:-1].numel()
+    return sum(f.shape[:-1].numel() for f in features)
+
+
+def image_position_inputs(model: Any, pixels: dict[str, Any], text: Any) -> tuple[Any, dict]:
+    """Masks that place image features in the text where no image token id does: Kosmos-2's
+    `image_embeds_position_mask` (one position per feature, in front of the text) and IDEFICS's
+    `image_attention_mask` (which of a sample's images each text position attends to)."""
+    import torch
+
+    params = set(inspect.signature(model.forward).parameters)
+    out: dict[str, Any] = {}
+    batch = text.shape[0]
+    if "image_embeds_position_mask" in params and image_features_getter(model) is not None:
+        per_sample = image_feature_count(model, pixels) // batch
+        text = torch.cat([torch.zeros(batch, per_sample, dtype=text.dtype), text], dim=1)
+        mask = torch.zeros_like(text)
+        mask[:, :per_sample] = 1
+        out["image_embeds_position_mask"] = mask
+    images = pixels.get("pixel_values")
+    if "image_attention_mask" in params and images is not None and images.dim() == 5:
+        out["image_attention_mask"] = torch.ones(batch, text.shape[1], images.shape[1]).long()
+    return text, out

@@ -213,8 +213,8 @@ def make_inputs(model: Any, generator: Any) -> tuple[dict[str, Any], dict[str, A
     """Random inputs shaped from the config: token ids, pixels or audio features, plus labels."""
     import torch
 
-    from tinykit.model.inputs import media_inputs
-    from tinykit.model.inputs_image import image_token, image_token_ids
+    from tinykit.model.inputs import media_inputs, side_token_inputs
+    from tinykit.model.inputs_image import image_position_inputs, image_token, image_token_ids
 
     config = model.config
     params = inspect.signature(model.forward).parameters
@@ -225,9 +225,13 @@ def make_inputs(model: Any, generator: Any) -> tuple[dict[str, Any], dict[str, A
     main = model.main_input_name
     media, _ = media_inputs(model, generator, BATCH)  # pixels, frames or audio, via the processor
     inputs.update(media)
+    inputs.update(side_token_inputs(model, generator, BATCH, SEQ))
+    media = {**inputs}  # the Q-Former's instruction ids go with the pixels (InstructBLIP's)
     if "input_ids" in params and main != "input_features":
         if media and "pixel_values" in media:  # one image token per feature of the vision tower
             ids = image_token_ids(model, media, ids)
+            ids, masks = image_position_inputs(model, media, ids)
+            inputs.update(masks)
             if "mm_token_type_ids" in params:  # M-RoPE models mark which positions are image
                 inputs["mm_token_type_ids"] = (ids == image_token(config)).long()
         inputs["input_ids"] = ids
@@ -440,8 +444,7 @@ def _tokenizer(model: Any, folder: Path, inputs: dict, report: VerifyReport, tru
     ]
     try:
         with torch.no_grad():
-            text_only = {k: v for k, v in inputs.items() if not _is_image_input(model, k)}
-            logits = _first_tensor(model(**{**text_only, "input_ids": ids.repeat(BATCH, 1)}))
+            logits = _first_tensor(model(**_probe_inputs(model, inputs, ids.repeat(BATCH, 1))))
         report.tokenizer["forward"] = {
             "tokens": ids.shape[1],
             "finite": bool(torch.isfinite(logits).all()),
@@ -450,6 +453,27 @@ def _tokenizer(model: Any, folder: Path, inputs: dict, report: VerifyReport, tru
         report.problems.append(
             f"forward pass on the tokenizer's encoding of the probe failed: {one_line(e)}"
         )
+
+
+def _probe_inputs(model: Any, inputs: dict, ids: Any) -> dict:
+    """The sample inputs with the probe's ids for text: images that go with image tokens are
+    dropped (the probe holds none) unless the forward requires them (BLIP-2's), and then, as
+    where masks place the image features (Kosmos-2's, IDEFICS's), placed in front of the probe."""
+    from tinykit.model.inputs_image import image_position_inputs, image_token_ids
+
+    params = inspect.signature(model.forward).parameters
+    required = {n for n, p in params.items() if p.default is p.empty}
+    placed = {k for k in ("image_embeds_position_mask", "image_attention_mask") if k in inputs}
+    out = {
+        k: v
+        for k, v in inputs.items()
+        if k not in placed and (k in required or not _is_image_input(model, k))
+    }
+    if "pixel_values" in out and (placed or "pixel_values" in required):
+        ids = image_token_ids(model, out, ids)
+        ids, masks = image_position_inputs(model, out, ids)
+        out.update(masks)
+    return {**out, "input_ids": ids}
 
 
 def _is_image_input(model: Any, key: str) -> bool:
