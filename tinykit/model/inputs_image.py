@@ -77,6 +77,8 @@ def image_inputs(model, config, vision, params, generator, batch) -> tuple[dict[
     reads = params | (set(inspect.signature(getter).parameters) if callable(getter) else set())
     if not inputs and "image_grid_thw" in reads:  # a patch-merging model without a processor
         return patch_grid_inputs(vision, params, "image_grid_thw", generator, batch)
+    if not inputs and "spatial_shapes" in reads:  # native-resolution patches, no processor
+        return native_patch_inputs(vision, generator, batch)
     if not inputs:
         pixels = torch.randn(batch, channels, size, size, generator=generator)
         # (batch, images, channels, h, w) where the tower reads several images per sample and
@@ -189,3 +191,25 @@ def image_position_inputs(model: Any, pixels: dict[str, Any], text: Any) -> tupl
     if "image_attention_mask" in params and images is not None and images.dim() == 5:
         out["image_attention_mask"] = torch.ones(batch, text.shape[1], images.shape[1]).long()
     return text, out
+
+
+def native_patch_inputs(vision: Any, generator: Any, batch: int) -> tuple[dict[str, Any], str]:
+    """What native-resolution (NaFlex) processors emit, Siglip2's and LFM2-VL's: each image's
+    patches as rows of channels x patch x patch values padded to the tower's `num_patches`, the
+    (h, w) patch grid of each image and a mask of the real rows. The grid is 4 x 4 patches (a
+    whole number of 2 x 2 merge windows)."""
+    import torch
+
+    channels = getattr(vision, "num_channels", 3) or 3
+    patch = getattr(vision, "patch_size", 16)
+    rows = getattr(vision, "num_patches", 16)
+    rows = rows if is_int(rows) and rows >= 16 else 16
+    pixels = torch.randn(batch, rows, channels * patch * patch, generator=generator)
+    mask = torch.zeros(batch, rows, dtype=torch.long)
+    mask[:, :16] = 1
+    shapes = torch.tensor([[4, 4]] * batch)
+    return {
+        "pixel_values": pixels,
+        "spatial_shapes": shapes,
+        "pixel_attention_mask": mask,
+    }, "random"

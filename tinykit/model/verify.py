@@ -238,7 +238,11 @@ def make_inputs(model: Any, generator: Any) -> tuple[dict[str, Any], dict[str, A
     labels: dict[str, Any] = {}
     if "return_loss" in params:
         labels["return_loss"] = True
-    elif "labels" in params and getattr(config, "is_encoder_decoder", False):
+    elif (
+        "labels" in params
+        and getattr(config, "is_encoder_decoder", False)
+        and not _is_classifier(model)
+    ):
         # a multi-codebook decoder (MusicGen's) reads (batch * codebooks, seq) token rows and is
         # trained on (batch, seq, codebooks) labels
         codebooks = getattr(text, "num_codebooks", None)
@@ -281,7 +285,9 @@ def _labels_like(config: Any, ids: Any) -> Any:
 
 def _is_classifier(model: Any) -> bool:
     return any(
-        s in type(model).__name__ for s in ("ForSequenceClassification", "ForTokenClassification")
+        s in type(model).__name__
+        # (a detector's labels are per-image box dicts, not token ids: it trains on its outputs)
+        for s in ("ForSequenceClassification", "ForTokenClassification", "ForObjectDetection")
     )
 
 
@@ -319,7 +325,7 @@ def _train_forward_backward(model: Any, inputs: dict, labels: dict, report: Veri
     loss = (
         out.loss
         if getattr(out, "loss", None) is not None
-        else _differentiable(out).float().pow(2).mean()
+        else _without_masked(_differentiable(out).float()).pow(2).mean()
     )
     loss = loss.mean()  # a per-sample loss (DAC's) is averaged over the batch
     report.loss = float(loss.detach())
@@ -333,6 +339,12 @@ def _train_forward_backward(model: Any, inputs: dict, labels: dict, report: Veri
     if with_grad == 0:
         report.problems.append("backward gave no gradient to any parameter")
     model.zero_grad(set_to_none=True)
+
+
+def _without_masked(x: Any) -> Any:
+    """Logits masked to -inf by design (Grounding DINO's beyond the text's tokens) left out of
+    the stand-in loss; NaN and +inf still make it non-finite."""
+    return x.masked_fill(x == float("-inf"), 0.0)
 
 
 def _first_tensor(out: Any) -> Any:
