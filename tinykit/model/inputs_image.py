@@ -76,7 +76,8 @@ def image_inputs(model, config, vision, params, generator, batch) -> tuple[dict[
     getter = image_features_getter(model)
     reads = params | (set(inspect.signature(getter).parameters) if callable(getter) else set())
     if not inputs and "image_grid_thw" in reads:  # a patch-merging model without a processor
-        return patch_grid_inputs(vision, params, "image_grid_thw", generator, batch)
+        grid = patch_grid_inputs(vision, params, "image_grid_thw", generator, batch)
+        return square_patches(model, vision, grid[0]), grid[1]
     if not inputs and "spatial_shapes" in reads:  # native-resolution patches, no processor
         return native_patch_inputs(vision, generator, batch)
     if not inputs:
@@ -213,3 +214,16 @@ def native_patch_inputs(vision: Any, generator: Any, batch: int) -> tuple[dict[s
         "spatial_shapes": shapes,
         "pixel_attention_mask": mask,
     }, "random"
+
+
+def square_patches(model: Any, vision: Any, grid: dict[str, Any]) -> dict[str, Any]:
+    """Flattened patch rows, or, for a tower whose patch embedding is a 2D convolution over each
+    patch (Kimi-K2.5's), the same rows as (patches, channels, patch, patch) when only they run."""
+    key = "pixel_values" if "pixel_values" in grid else "hidden_states"
+    getter = image_features_getter(model) or model
+    side = getattr(vision, "patch_size", None)
+    rows = grid[key]
+    if not is_int(side) or rows.dim() != 2 or rows.shape[-1] % (side * side) or runs(getter, grid):
+        return grid
+    squares = {**grid, key: rows.view(len(rows), -1, side, side)}
+    return squares if runs(getter, squares) else grid
