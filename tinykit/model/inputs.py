@@ -19,10 +19,13 @@ from tinykit.model.inputs_image import (
     image_inputs,
     image_side,
     patch_grid_inputs,
+    side_token_inputs,
     square_patches,
     video_inputs,
 )
 from tinykit.model.processors import is_int
+
+__all__ = ["media_inputs", "side_token_inputs"]
 
 
 def media_inputs(model: Any, generator: Any, batch: int) -> tuple[dict[str, Any], str]:
@@ -85,19 +88,3 @@ def _series(config, params, generator, batch) -> tuple[dict[str, Any], str]:
         shape = (batch, setting("num_static_real_features"))
         inputs["static_real_features"] = torch.randn(*shape, generator=generator)
     return {k: v for k, v in inputs.items() if k in params}, "random"
-
-
-def side_token_inputs(model: Any, generator: Any, batch: int, seq: int) -> dict[str, Any]:
-    """Token ids of a second text tower the forward requires (InstructBLIP's `qformer_input_ids`
-    for its Q-Former's instruction), in the vocabulary of the sub-config of that name."""
-    import torch
-
-    out: dict[str, Any] = {}
-    for name, param in inspect.signature(model.forward).parameters.items():
-        tower = name.removesuffix("_input_ids")
-        if tower == name or tower in ("", "decoder") or param.default is not param.empty:
-            continue
-        vocab = getattr(getattr(model.config, f"{tower}_config", None), "vocab_size", None)
-        if is_int(vocab):
-            out[name] = torch.randint(0, vocab, (batch, seq), generator=generator)
-    return out

@@ -85,10 +85,11 @@ def image_inputs(model, config, vision, params, generator, batch) -> tuple[dict[
         # (batch, images, channels, h, w) where the tower reads several images per sample and
         # not one (Idefics3; ModernVBERT and UltraVBERT, whose processors need torchvision)
         several = pixels[:, None]
+        side = side_token_inputs(model, generator, batch, 8)  # InstructBLIP-Video's instruction
         if (
             callable(getter)
-            and not runs(getter, {"pixel_values": pixels})
-            and runs(getter, {"pixel_values": several})
+            and not runs(getter, {"pixel_values": pixels, **side})
+            and runs(getter, {"pixel_values": several, **side})
         ):
             pixels = several
         elif not callable(getter) and "image_attention_mask" in params:
@@ -227,3 +228,19 @@ def square_patches(model: Any, vision: Any, grid: dict[str, Any]) -> dict[str, A
         return grid
     squares = {**grid, key: rows.view(len(rows), -1, side, side)}
     return squares if runs(getter, squares) else grid
+
+
+def side_token_inputs(model: Any, generator: Any, batch: int, seq: int) -> dict[str, Any]:
+    """Token ids of a second text tower the forward requires (InstructBLIP's `qformer_input_ids`
+    for its Q-Former's instruction), in the vocabulary of the sub-config of that name."""
+    import torch
+
+    out: dict[str, Any] = {}
+    for name, param in inspect.signature(model.forward).parameters.items():
+        tower = name.removesuffix("_input_ids")
+        if tower == name or tower in ("", "decoder") or param.default is not param.empty:
+            continue
+        vocab = getattr(getattr(model.config, f"{tower}_config", None), "vocab_size", None)
+        if is_int(vocab):
+            out[name] = torch.randint(0, vocab, (batch, seq), generator=generator)
+    return out
