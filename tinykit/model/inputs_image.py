@@ -52,6 +52,12 @@ def image_inputs(model, config, vision, params, generator, batch) -> tuple[dict[
     pixels_budget = {"shortest_edge": step * step, "longest_edge": 4 * step * step}
     # any-resolution tiles (LLaVA-NeXT), rescaled to the tiny image side by the config shrink
     tiles = {"image_grid_pinpoints": getattr(config, "image_grid_pinpoints", None)}
+    # a second tower's own image side (DeepSeek-VL-Hybrid's high_res_vision_config: the
+    # processor's high_res_size)
+    for key in [k for k in vars(config) if k.endswith("_vision_config") and k != "vision_config"]:
+        side = image_side(getattr(config, key))
+        if side is not None:
+            tiles[f"{key.removesuffix('_vision_config')}_size"] = {"height": side, "width": side}
     geometries = (
         {"size": square, "crop_size": square, "patch_size": patch, "merge_size": merge, **tiles},
         {"size": pixels_budget, "patch_size": patch, "merge_size": merge, **tiles},
