@@ -552,7 +552,18 @@ def _split_like(parts: list[int], total: int) -> list[int]:
         : total - sum(out)
     ]:
         out[i] += 1
-    return out
+    return _equal_parts_kept(parts, out)
+
+
+def _equal_parts_kept(parts: list[int], out: list[int]) -> list[int]:
+    """Sections equal in the source stay equal (ERNIE-4.5-VL interleaves its height and width
+    frequencies pairwise), the remainder going to a section of its own size, where there is one."""
+    unique = [i for i in range(len(parts)) if parts.count(parts[i]) == 1]
+    if not unique:
+        return out
+    fixed = [min(out[j] for j in range(len(parts)) if parts[j] == p) for p in parts]
+    fixed[max(unique, key=lambda i: parts[i])] += sum(out) - sum(fixed)
+    return fixed
 
 
 _OPS = {
