@@ -199,6 +199,7 @@ def _shrink_node(
             continue
         overrides[key] = merged[key] = _evaluate(expr, merged, f"{path}{key}")
     _shrink_rope(merged, overrides, recipe)
+    _media_token_defaults(full, merged, overrides)
     _clamp_tower_layers(merged, overrides, shrunk_subs.get("vision_config"), recipe)
     _rescale_pinpoints(full, merged, overrides)
     _rescale_rope_positions(full, merged, overrides)
@@ -236,6 +237,25 @@ def _clamp_tower_layers(
                     overrides[name] = merged[name] = {**node, key: fixed}
                 else:
                     overrides[key] = merged[key] = fixed
+
+
+MEDIA_TOKEN_KEYS = ("image_token_index", "image_token_id", "video_token_index", "video_token_id")
+
+
+def _media_token_defaults(
+    full: dict[str, Any], merged: dict[str, Any], overrides: dict[str, Any]
+) -> None:
+    """A media placeholder id the class leaves None (BLIP-2's, InstructBLIP's `image_token_index`)
+    is one every real checkpoint sets (its processor adds the token): the model cannot place
+    image features without it. It gets the text vocabulary's last id, which the token remap
+    moves to the tiny vocabulary's top with the other special tokens."""
+    text = full.get("text_config")
+    vocab = (text or {}).get("vocab_size") if isinstance(text, dict) else full.get("vocab_size")
+    if not _is_int(vocab):
+        return
+    for key in MEDIA_TOKEN_KEYS:
+        if key in full and full[key] is None and key not in overrides:
+            overrides[key] = merged[key] = vocab - 1 - MEDIA_TOKEN_KEYS.index(key) // 2
 
 
 def _rescale_pinpoints(
@@ -534,7 +554,18 @@ def _split_like(parts: list[int], total: int) -> list[int]:
         : total - sum(out)
     ]:
         out[i] += 1
-    return out
+    return _equal_parts_kept(parts, out)
+
+
+def _equal_parts_kept(parts: list[int], out: list[int]) -> list[int]:
+    """Sections equal in the source stay equal (ERNIE-4.5-VL interleaves its height and width
+    frequencies pairwise), the remainder going to a section of its own size, where there is one."""
+    unique = [i for i in range(len(parts)) if parts.count(parts[i]) == 1]
+    if not unique:
+        return out
+    fixed = [min(out[j] for j in range(len(parts)) if parts[j] == p) for p in parts]
+    fixed[max(unique, key=lambda i: parts[i])] += sum(out) - sum(fixed)
+    return fixed
 
 
 _OPS = {

@@ -52,6 +52,12 @@ def image_inputs(model, config, vision, params, generator, batch) -> tuple[dict[
     pixels_budget = {"shortest_edge": step * step, "longest_edge": 4 * step * step}
     # any-resolution tiles (LLaVA-NeXT), rescaled to the tiny image side by the config shrink
     tiles = {"image_grid_pinpoints": getattr(config, "image_grid_pinpoints", None)}
+    # a second tower's own image side (DeepSeek-VL-Hybrid's high_res_vision_config: the
+    # processor's high_res_size)
+    for key in [k for k in vars(config) if k.endswith("_vision_config") and k != "vision_config"]:
+        side = image_side(getattr(config, key))
+        if side is not None:
+            tiles[f"{key.removesuffix('_vision_config')}_size"] = {"height": side, "width": side}
     geometries = (
         {"size": square, "crop_size": square, "patch_size": patch, "merge_size": merge, **tiles},
         {"size": pixels_budget, "patch_size": patch, "merge_size": merge, **tiles},
@@ -76,18 +82,24 @@ def image_inputs(model, config, vision, params, generator, batch) -> tuple[dict[
     getter = image_features_getter(model)
     reads = params | (set(inspect.signature(getter).parameters) if callable(getter) else set())
     if not inputs and "image_grid_thw" in reads:  # a patch-merging model without a processor
-        return patch_grid_inputs(vision, params, "image_grid_thw", generator, batch)
+        grid = patch_grid_inputs(vision, params, "image_grid_thw", generator, batch)
+        return square_patches(model, vision, grid[0]), grid[1]
+    if not inputs and "spatial_shapes" in reads:  # native-resolution patches, no processor
+        return native_patch_inputs(vision, generator, batch)
     if not inputs:
         pixels = torch.randn(batch, channels, size, size, generator=generator)
         # (batch, images, channels, h, w) where the tower reads several images per sample and
         # not one (Idefics3; ModernVBERT and UltraVBERT, whose processors need torchvision)
         several = pixels[:, None]
+        side = side_token_inputs(model, generator, batch, 8)  # InstructBLIP-Video's instruction
         if (
             callable(getter)
-            and not runs(getter, {"pixel_values": pixels})
-            and runs(getter, {"pixel_values": several})
+            and not runs(getter, {"pixel_values": pixels, **side})
+            and runs(getter, {"pixel_values": several, **side})
         ):
             pixels = several
+        elif not callable(getter) and "image_attention_mask" in params:
+            pixels = several  # a text-to-images attention mask (IDEFICS's): images per sample
         inputs["pixel_values"] = pixels
     return inputs, how
 
@@ -147,9 +159,19 @@ def image_token_ids(model: Any, pixels: dict[str, Any], text: Any) -> Any:
     import torch
 
     token = image_token(model.config)
-    getter = image_features_getter(model)
-    if token is None or getter is None:
+    if token is None or image_features_getter(model) is None:
         return text
+    per_sample = image_feature_count(model, pixels) // text.shape[0]
+    text = text.masked_fill(text == token, 0)  # random text must not hold image tokens itself
+    images = torch.full((text.shape[0], per_sample), token, dtype=text.dtype)
+    return torch.cat([images, text], dim=1)
+
+
+def image_feature_count(model: Any, pixels: dict[str, Any]) -> int:
+    """How many feature vectors the vision side yields for `pixels`, over the whole batch."""
+    import torch
+
+    getter = image_features_getter(model)
     accepted = set(inspect.signature(getter).parameters)
     with torch.no_grad():
         features = getter(**{k: v for k, v in pixels.items() if k in accepted})
@@ -157,10 +179,77 @@ def image_token_ids(model: Any, pixels: dict[str, Any], text: Any) -> Any:
         pooled = getattr(features, "pooler_output", None)
         features = pooled if pooled is not None else features.last_hidden_state
     if isinstance(features, torch.Tensor):
-        count = features.shape[:-1].numel()
-    else:
-        count = sum(f.shape[:-1].numel() for f in features)
-    per_sample = count // text.shape[0]
-    text = text.masked_fill(text == token, 0)  # random text must not hold image tokens itself
-    images = torch.full((text.shape[0], per_sample), token, dtype=text.dtype)
-    return torch.cat([images, text], dim=1)
+        return features.shape[:-1].numel()
+    return sum(f.shape[:-1].numel() for f in features)
+
+
+def image_position_inputs(model: Any, pixels: dict[str, Any], text: Any) -> tuple[Any, dict]:
+    """Masks that place image features in the text where no image token id does: Kosmos-2's
+    `image_embeds_position_mask` (one position per feature, in front of the text) and IDEFICS's
+    `image_attention_mask` (which of a sample's images each text position attends to)."""
+    import torch
+
+    params = set(inspect.signature(model.forward).parameters)
+    out: dict[str, Any] = {}
+    batch = text.shape[0]
+    if "image_embeds_position_mask" in params and image_features_getter(model) is not None:
+        per_sample = image_feature_count(model, pixels) // batch
+        text = torch.cat([torch.zeros(batch, per_sample, dtype=text.dtype), text], dim=1)
+        mask = torch.zeros_like(text)
+        mask[:, :per_sample] = 1
+        out["image_embeds_position_mask"] = mask
+    images = pixels.get("pixel_values")
+    if "image_attention_mask" in params and images is not None and images.dim() == 5:
+        out["image_attention_mask"] = torch.ones(batch, text.shape[1], images.shape[1]).long()
+    return text, out
+
+
+def native_patch_inputs(vision: Any, generator: Any, batch: int) -> tuple[dict[str, Any], str]:
+    """What native-resolution (NaFlex) processors emit, Siglip2's and LFM2-VL's: each image's
+    patches as rows of channels x patch x patch values padded to the tower's `num_patches`, the
+    (h, w) patch grid of each image and a mask of the real rows. The grid is 4 x 4 patches (a
+    whole number of 2 x 2 merge windows)."""
+    import torch
+
+    channels = getattr(vision, "num_channels", 3) or 3
+    patch = getattr(vision, "patch_size", 16)
+    rows = getattr(vision, "num_patches", 16)
+    rows = rows if is_int(rows) and rows >= 16 else 16
+    pixels = torch.randn(batch, rows, channels * patch * patch, generator=generator)
+    mask = torch.zeros(batch, rows, dtype=torch.long)
+    mask[:, :16] = 1
+    shapes = torch.tensor([[4, 4]] * batch)
+    return {
+        "pixel_values": pixels,
+        "spatial_shapes": shapes,
+        "pixel_attention_mask": mask,
+    }, "random"
+
+
+def square_patches(model: Any, vision: Any, grid: dict[str, Any]) -> dict[str, Any]:
+    """Flattened patch rows, or, for a tower whose patch embedding is a 2D convolution over each
+    patch (Kimi-K2.5's), the same rows as (patches, channels, patch, patch) when only they run."""
+    key = "pixel_values" if "pixel_values" in grid else "hidden_states"
+    getter = image_features_getter(model) or model
+    side = getattr(vision, "patch_size", None)
+    rows = grid[key]
+    if not is_int(side) or rows.dim() != 2 or rows.shape[-1] % (side * side) or runs(getter, grid):
+        return grid
+    squares = {**grid, key: rows.view(len(rows), -1, side, side)}
+    return squares if runs(getter, squares) else grid
+
+
+def side_token_inputs(model: Any, generator: Any, batch: int, seq: int) -> dict[str, Any]:
+    """Token ids of a second text tower the forward requires (InstructBLIP's `qformer_input_ids`
+    for its Q-Former's instruction), in the vocabulary of the sub-config of that name."""
+    import torch
+
+    out: dict[str, Any] = {}
+    for name, param in inspect.signature(model.forward).parameters.items():
+        tower = name.removesuffix("_input_ids")
+        if tower == name or tower in ("", "decoder") or param.default is not param.empty:
+            continue
+        vocab = getattr(getattr(model.config, f"{tower}_config", None), "vocab_size", None)
+        if is_int(vocab):
+            out[name] = torch.randint(0, vocab, (batch, seq), generator=generator)
+    return out
