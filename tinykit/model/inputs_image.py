@@ -78,6 +78,8 @@ def image_inputs(model, config, vision, params, generator, batch) -> tuple[dict[
     if not inputs and "image_grid_thw" in reads:  # a patch-merging model without a processor
         return patch_grid_inputs(vision, params, "image_grid_thw", generator, batch)
     if not inputs:
+        if image_side(vision) is None and model.main_input_name == "pixel_values":
+            size = _runnable_side(model, channels, batch)
         pixels = torch.randn(batch, channels, size, size, generator=generator)
         # (batch, images, channels, h, w) where the tower reads several images per sample and
         # not one (Idefics3; ModernVBERT and UltraVBERT, whose processors need torchvision)
@@ -90,6 +92,21 @@ def image_inputs(model, config, vision, params, generator, batch) -> tuple[dict[
             pixels = several
         inputs["pixel_values"] = pixels
     return inputs, how
+
+
+RANDOM_SIDES = (32, 64, 128)
+"""Image sides tried, smallest first, for a tower whose config names none."""
+
+
+def _runnable_side(model: Any, channels: int, batch: int) -> int:
+    """The smallest side of RANDOM_SIDES the tower runs on: a config without an image side
+    (text recognisers, whose processors make 48 x 320 images) may downsample 32 pixels away."""
+    import torch
+
+    for side in RANDOM_SIDES:
+        if runs(model, {"pixel_values": torch.zeros(batch, channels, side, side)}):
+            return side
+    return RANDOM_SIDES[0]
 
 
 def _patchified(processor: Any, raw: Any) -> dict[str, Any]:

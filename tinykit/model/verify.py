@@ -229,7 +229,8 @@ def make_inputs(model: Any, generator: Any) -> tuple[dict[str, Any], dict[str, A
         if media and "pixel_values" in media:  # one image token per feature of the vision tower
             ids = image_token_ids(model, media, ids)
             if "mm_token_type_ids" in params:  # M-RoPE models mark which positions are image
-                inputs["mm_token_type_ids"] = (ids == image_token(config)).long()
+                token = image_token(config)  # (none: a default without image tokens, MiniCPM-V's)
+                inputs["mm_token_type_ids"] = (ids == (-1 if token is None else token)).long()
         inputs["input_ids"] = ids
     labels: dict[str, Any] = {}
     if "return_loss" in params:
