@@ -31,7 +31,15 @@ def media_inputs(model: Any, generator: Any, batch: int) -> tuple[dict[str, Any]
     config = model.config
     if "past_values" in params:  # a time-series forecaster: a lagged history and a horizon
         return _series(config, params, generator, batch)
-    if main == "input_values" or ("input_values" in params and "input_ids" not in params):
+    required = {
+        n for n, p in inspect.signature(model.forward).parameters.items() if p.default is p.empty
+    }
+    # a waveform beside token ids where the forward requires both (PE Audio's)
+    if (
+        main == "input_values"
+        or ("input_values" in params and "input_ids" not in params)
+        or ("input_values" in required)
+    ):
         return waveform_inputs(model, config, params, generator, batch)
     if main == "input_features":
         return feature_inputs(model, config, params, generator, batch)

@@ -278,7 +278,9 @@ def _labels_like(config: Any, ids: Any) -> Any:
 
 def _is_classifier(model: Any) -> bool:
     return any(
-        s in type(model).__name__ for s in ("ForSequenceClassification", "ForTokenClassification")
+        s in type(model).__name__
+        # (a VQA head scores (batch, answers) soft targets: ViLT's)
+        for s in ("ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering")
     )
 
 
