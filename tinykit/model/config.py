@@ -199,6 +199,8 @@ def _shrink_node(
         overrides[key] = merged[key] = _evaluate(expr, merged, f"{path}{key}")
     _shrink_rope(merged, overrides, recipe)
     _clamp_tower_layers(merged, overrides, shrunk_subs.get("vision_config"), recipe)
+    if "vision_config" not in shrunk_subs:  # a tower's indexes into its own layers (Mllama's)
+        _clamp_tower_layers(merged, overrides, merged, recipe)
     _rescale_pinpoints(full, merged, overrides)
     _rescale_rope_positions(full, merged, overrides)
     base.update(overrides)
@@ -208,22 +210,24 @@ def _shrink_node(
 def _clamp_tower_layers(
     merged: dict[str, Any], overrides: dict[str, Any], tower: dict[str, Any] | None, recipe: Recipe
 ) -> None:
-    """Indexes into the shrunk vision tower's hidden states (VipLLaVA's five layers, Molmo2's
-    adapter's two) are clamped to its depth + 1 states, keeping their count and sign."""
+    """Indexes into the shrunk vision tower's layers or hidden states (VipLLaVA's five layers,
+    Molmo2's adapter's two) are clamped to its depth, keeping their count and sign."""
     depth = _first_int(tower or {}, recipe.knobs["layers"])
     if depth is None:
         return
     keys = recipe.layer_fields.get("tower_layer_refs", ())
 
+    # within the tower's layers (0 .. depth - 1): valid as a layer index (Molmo2 validates so)
+    # and as an index into its depth + 1 hidden states alike
     def clamp(v: int) -> int:
-        return max(v, -(depth + 1)) if v < 0 else min(v, depth)
+        return max(v, -depth) if v < 0 else min(v, depth - 1)
 
-    nodes = [
+    nodes = [  # the node, its settings dicts and sub-configs (Molmo2's adapter_config)
         ("", merged),
         *(
             (k, v)
             for k, v in merged.items()
-            if k.endswith("_config") and isinstance(v, dict) and "model_type" not in v
+            if k.endswith("_config") and isinstance(v, dict) and v is not tower
         ),
     ]
     for name, node in nodes:
@@ -536,6 +540,9 @@ _OPS = {
 }
 
 
+_CALLS = {"max": max, "min": min, "len": len}
+
+
 def _evaluate(expr: str, node: dict[str, Any], where: str) -> Any:
     """Arithmetic over config keys (dotted names reach sub-configs) and numbers; nothing else.
     A float constant makes a float (xLSTM's width factors are typed float)."""
@@ -549,8 +556,8 @@ def _evaluate(expr: str, node: dict[str, Any], where: str) -> Any:
             return node[n.id]
         if isinstance(n, ast.Attribute):
             return ev(n.value)[n.attr]
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("max", "min"):
-            return {"max": max, "min": min}[n.func.id](*(ev(a) for a in n.args))
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in _CALLS:
+            return _CALLS[n.func.id](*(ev(a) for a in n.args))
         raise ValueError(f"unsupported expression element {ast.dump(n)}")
 
     try:

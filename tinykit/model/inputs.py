@@ -16,9 +16,9 @@ from typing import Any
 from tinykit.model.inputs_audio import feature_inputs, latent_inputs, waveform_inputs
 from tinykit.model.inputs_image import (
     GRID_INPUTS,
+    grid_inputs,
     image_inputs,
     image_side,
-    patch_grid_inputs,
     video_inputs,
 )
 from tinykit.model.processors import is_int
@@ -48,7 +48,7 @@ def media_inputs(model: Any, generator: Any, batch: int) -> tuple[dict[str, Any]
     vision = getattr(config, "vision_config", None) or config
     grid = next((g for g in GRID_INPUTS if g in params), None)
     if grid is not None:  # a patch-merging tower alone (Qwen2-VL's): flattened patches + grid
-        return patch_grid_inputs(vision, params, grid, generator, batch)
+        return grid_inputs(model, vision, params, grid, generator, batch)
     if "pixel_values_videos" in params and "pixel_values" not in params:
         return video_inputs(config, vision, "pixel_values_videos", params, generator, batch)
     if "pixel_values" in params and is_int(getattr(vision, "num_frames", None)):

@@ -22,6 +22,17 @@ def image_features_getter(model: Any) -> Any:
     )
 
 
+def getter_params(model: Any) -> set[str]:
+    """What the image-feature getter reads: a head's that passes **kwargs on reads its base
+    model's too (VideoLLaMA 3's `image_merge_sizes`)."""
+    found: set[str] = set()
+    for owner in (model, getattr(model, "base_model", None)):
+        getter = getattr(owner, "get_image_features", None)
+        if callable(getter):
+            found |= set(inspect.signature(getter).parameters)
+    return found
+
+
 def image_side(vision: Any) -> int | None:
     size = getattr(vision, "image_size", None)
     if isinstance(size, list | tuple) and size and is_int(size[0]):
@@ -76,7 +87,7 @@ def image_inputs(model, config, vision, params, generator, batch) -> tuple[dict[
     getter = image_features_getter(model)
     reads = params | (set(inspect.signature(getter).parameters) if callable(getter) else set())
     if not inputs and "image_grid_thw" in reads:  # a patch-merging model without a processor
-        return patch_grid_inputs(vision, params, "image_grid_thw", generator, batch)
+        return grid_inputs(model, vision, params, "image_grid_thw", generator, batch)
     if not inputs:
         if image_side(vision) is None and model.main_input_name == "pixel_values":
             size = _runnable_side(model, channels, batch)
@@ -144,7 +155,37 @@ def patch_grid_inputs(vision, params, grid_key, generator, batch) -> tuple[dict[
     key = "hidden_states" if "hidden_states" in params else "pixel_values"
     patches = torch.randn(rows, channels * temporal * patch * patch, generator=generator)
     grid = torch.tensor([[1, side, side]] * batch)
-    return {key: patches, grid_key: grid}, "random"
+    out = {key: patches, grid_key: grid}
+    if "image_merge_sizes" in params:  # each image's merge window (VideoLLaMA 3's)
+        out["image_merge_sizes"] = torch.tensor([side // 2] * batch)
+    return out, "random"
+
+
+def grid_inputs(model, vision, params, grid_key, generator, batch) -> tuple[dict[str, Any], str]:
+    """Patch-grid inputs in the layout the model's image features read: what its forward and its
+    `get_image_features` name (VideoLLaMA 3's merge sizes), patches unflattened where needed."""
+    getter = image_features_getter(model)
+    reads = getter_params(model)
+    patches, how = patch_grid_inputs(vision, params | reads, grid_key, generator, batch)
+    return _unflattened_if_needed(getter, vision, patches), how
+
+
+def _unflattened_if_needed(getter: Any, vision: Any, inputs: dict[str, Any]) -> dict[str, Any]:
+    """Patches as (rows, channels, patch, patch), or with a leading batch of one, where the tower
+    reads them unflattened (PaddleOCR-VL's embeddings) and not as rows of values."""
+    pixels = inputs.get("pixel_values")
+    channels = getattr(vision, "num_channels", 3)
+    if not callable(getter) or pixels is None or not is_int(channels) or runs(getter, inputs):
+        return inputs
+    patch = int((pixels.shape[-1] // channels) ** 0.5)
+    if patch * patch * channels != pixels.shape[-1]:
+        return inputs
+    for lead in ((), (1,)):
+        shape = (*lead, pixels.shape[0], channels, patch, patch)
+        stacked = {**inputs, "pixel_values": pixels.reshape(shape)}
+        if runs(getter, stacked):
+            return stacked
+    return inputs
 
 
 def video_inputs(config, vision, key, params, generator, batch) -> tuple[dict[str, Any], str]:
@@ -164,7 +205,7 @@ def image_token_ids(model: Any, pixels: dict[str, Any], text: Any) -> Any:
     getter = image_features_getter(model)
     if token is None or getter is None:
         return text
-    accepted = set(inspect.signature(getter).parameters)
+    accepted = getter_params(model)
     with torch.no_grad():
         features = getter(**{k: v for k, v in pixels.items() if k in accepted})
     if not isinstance(features, torch.Tensor | list | tuple):  # a ModelOutput

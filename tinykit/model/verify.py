@@ -235,7 +235,11 @@ def make_inputs(model: Any, generator: Any) -> tuple[dict[str, Any], dict[str, A
     labels: dict[str, Any] = {}
     if "return_loss" in params:
         labels["return_loss"] = True
-    elif "labels" in params and getattr(config, "is_encoder_decoder", False):
+    elif (
+        "labels" in params
+        and getattr(config, "is_encoder_decoder", False)
+        and not _is_classifier(model)  # a detector's labels are boxes (Grounding DINO's)
+    ):
         # a multi-codebook decoder (MusicGen's) reads (batch * codebooks, seq) token rows and is
         # trained on (batch, seq, codebooks) labels
         codebooks = getattr(text, "num_codebooks", None)
@@ -279,8 +283,13 @@ def _labels_like(config: Any, ids: Any) -> Any:
 def _is_classifier(model: Any) -> bool:
     return any(
         s in type(model).__name__
-        # (a VQA head scores (batch, answers) soft targets: ViLT's)
-        for s in ("ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering")
+        # (a VQA head scores (batch, answers) soft targets, ViLT's; a detector reads boxes)
+        for s in (
+            "ForSequenceClassification",
+            "ForTokenClassification",
+            "ForQuestionAnswering",
+            "ForObjectDetection",
+        )
     )
 
 
