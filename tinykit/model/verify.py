@@ -351,7 +351,9 @@ def _differentiable(out: Any) -> Any:
     """The first output the weights have a gradient path to (SuperPoint returns its keypoint
     coordinates, which have none, before its scores)."""
     tensors = list(_float_tensors(out))
-    return next((t for t in tensors if t.requires_grad), tensors[0])
+    # (and finite: Grounding DINO's logits are -inf at masked text positions)
+    finite = [t for t in tensors if t.requires_grad and bool(t.isfinite().all())]
+    return next(iter(finite), next((t for t in tensors if t.requires_grad), tensors[0]))
 
 
 def _seeded(model: Any, inputs: dict) -> Any:
