@@ -93,6 +93,7 @@ def shrink_config(
     vocab = None if faithful else vocab or spec.vocab
     ctx = _Context(spec, vocab, keep_depth, recipes, plans, used, remote_code is not None)
     _shrink_node(full, base, "", ctx)
+    _give_image_token(full, base)
     if vocab is not None:
         remap_token_ids(base, vocab, token_ids)
     try:
@@ -110,6 +111,20 @@ def shrink_config(
             constraint=str(e),
         ) from e
     return ShrunkConfig(config, plans, tuple(sorted(used)))
+
+
+def _give_image_token(full: dict[str, Any], base: dict[str, Any]) -> None:
+    """An image-text default whose image token the class leaves None (MiniCPM-V's, Nemotron-H
+    Omni's; every real config names one) ignores its vision tower: it gets the id just past the
+    source vocab, which the token-id remap then places at the tiny vocab's top."""
+    if "vision_config" not in full:
+        return
+    text = full.get("text_config") if isinstance(full.get("text_config"), dict) else full
+    source_vocab = text.get("vocab_size")
+    for key in ("image_token_id", "image_token_index"):
+        if key in full and full[key] is None and _is_int(source_vocab):
+            base[key] = source_vocab
+            return
 
 
 @dataclass

@@ -10,8 +10,9 @@ from typing import Any
 
 from tinykit.model.processors import is_int, keep_accepted, processors, runs
 
-GRID_INPUTS = ("grid_thw", "image_grid_thw")
-"""Forward arguments naming each image's (t, h, w) patch grid, beside its flattened patches."""
+GRID_INPUTS = ("grid_thw", "image_grid_thw", "image_grid_hw")
+"""Forward arguments naming each image's (t, h, w) patch grid, beside its flattened patches
+(`_hw`: the (h, w) grid alone, Nemotron-H Omni's)."""
 
 
 def image_features_getter(model: Any) -> Any:
@@ -154,7 +155,9 @@ def patch_grid_inputs(vision, params, grid_key, generator, batch) -> tuple[dict[
     rows = batch * side * side
     key = "hidden_states" if "hidden_states" in params else "pixel_values"
     patches = torch.randn(rows, channels * temporal * patch * patch, generator=generator)
-    grid = torch.tensor([[1, side, side]] * batch)
+    grid = torch.tensor(
+        [[1, side, side][-2:] if grid_key.endswith("_hw") else [1, side, side]] * batch
+    )
     out = {key: patches, grid_key: grid}
     if "image_merge_sizes" in params:  # each image's merge window (VideoLLaMA 3's)
         out["image_merge_sizes"] = torch.tensor([side // 2] * batch)
