@@ -87,6 +87,8 @@ def image_inputs(model, config, vision, params, generator, batch) -> tuple[dict[
             break
     getter = image_features_getter(model)
     reads = params | (set(inspect.signature(getter).parameters) if callable(getter) else set())
+    if not inputs and "target_sizes" in getter_params(model):  # MiniCPM-V's packed patches
+        return packed_patch_inputs(config, vision, generator, batch)
     if not inputs and "image_grid_thw" in reads:  # a patch-merging model without a processor
         return grid_inputs(model, vision, params, "image_grid_thw", generator, batch)
     if not inputs:
@@ -162,6 +164,21 @@ def patch_grid_inputs(vision, params, grid_key, generator, batch) -> tuple[dict[
     if "image_merge_sizes" in params:  # each image's merge window (VideoLLaMA 3's)
         out["image_merge_sizes"] = torch.tensor([side // 2] * batch)
     return out, "random"
+
+
+def packed_patch_inputs(config, vision, generator, batch) -> tuple[dict[str, Any], str]:
+    """What MiniCPM-V's processor emits: every image's patches side by side in one strip of
+    patch-high pixels (batch of one), and each image's (h, w) patch grid in `target_sizes`,
+    whole merge windows (merge_kernel_size, merged twice) wide."""
+    import torch
+
+    patch = getattr(vision, "patch_size", 8)
+    kernel = getattr(config, "merge_kernel_size", None) or (2, 2)
+    side = int(kernel[0]) ** 2
+    channels = getattr(vision, "num_channels", 3) or 3
+    width = batch * side * side * patch
+    pixels = torch.randn(1, channels, patch, width, generator=generator)
+    return {"pixel_values": pixels, "target_sizes": torch.tensor([[side, side]] * batch)}, "random"
 
 
 def grid_inputs(model, vision, params, grid_key, generator, batch) -> tuple[dict[str, Any], str]:
