@@ -136,6 +136,21 @@ def test_an_unexpected_exception_is_a_bug_exit_70_in_one_line(monkeypatch, capsy
     )
 
 
+def test_a_missing_dependency_is_a_setup_error_exit_3_not_a_bug():
+    # a Python where transformers cannot be imported (None in sys.modules blocks the import)
+    code = (
+        "import sys; sys.modules['transformers'] = None; from tinykit.cli import main; "
+        "sys.exit(main(['coverage', 'llama']))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 3, done.stderr
+    error = done.stderr.strip().splitlines()[-1]
+    assert error.startswith(
+        "tinykit: error: SetupError: the module 'transformers' is not installed"
+    )
+    assert "this is a tinykit bug" not in done.stderr
+
+
 @pytest.mark.parametrize("how", ["--debug", "TINYKIT_DEBUG=1"])
 def test_debug_adds_the_traceback_of_a_bug(monkeypatch, capsys, how, tmp_path):
     monkeypatch.setattr("tinykit.model.verify.verify", _crash)

@@ -113,3 +113,12 @@ def test_the_make_tiny_keywords_are_the_spec_fields():
 
     assert set(ShrinkOptions.__annotations__) == {f.name for f in dataclasses.fields(ShrinkSpec)}
     assert ShrinkSpec(hidden=64, seed=0).changed() == {"hidden": 64}
+
+
+def test_an_odd_expert_width_is_rounded_up_so_grouped_expert_matmuls_run(tmp_path):
+    # Mixtral's intermediate_size is its experts' width: at 13 float32 values (52-byte rows)
+    # torch's grouped matmul failed ("strides should be multiple of 16 bytes")
+    built = build("mixtral", tmp_path / "mixtral", intermediate=13)
+    config = json.loads((built.path / "config.json").read_text())
+    assert config["intermediate_size"] == 16
+    assert config["num_local_experts"] >= 2

@@ -20,7 +20,7 @@ import traceback
 from tinykit import __version__
 from tinykit.cli._args import OneLineParser
 from tinykit.cli._signals import Terminated, stop_on_sigterm
-from tinykit.errors import TinykitError
+from tinykit.errors import SetupError, TinykitError
 
 
 def command_modules() -> list[str]:
@@ -122,8 +122,22 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # anything else escaped the API: a bug, never "a check failed"
         if debug:
             traceback.print_exc()
+        if isinstance(e, ModuleNotFoundError) and (e.name or "tinykit").split(".")[0] != "tinykit":
+            # a package this environment lacks: a setup problem, not a bug
+            print(f"tinykit: error: SetupError: {missing_package(e.name or '')}", file=sys.stderr)
+            return SetupError.exit_code
         print(f"tinykit: error: {bug_message(e)}", file=sys.stderr)
         return EXIT_BUG
+
+
+def missing_package(module: str) -> str:
+    """What to do when an import of `module` fails: install the package that provides it."""
+    top = module.split(".")[0]
+    return (
+        f"the module {top!r} is not installed in this Python ({sys.executable}), and this "
+        "command needs it: install tinykit with its dependencies (pip install tinykit, or "
+        "pip install -e . in a checkout), or run the tinykit of the environment that has them"
+    )
 
 
 def bug_message(e: BaseException) -> str:

@@ -25,16 +25,32 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--group", action="append", choices=GROUPS, help="only this group (repeatable; --all)"
     )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="sweep in N worker processes (default 1: in this process)",
+    )
     p.add_argument("--json", action="store_true", help="print a machine-readable report")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from tinykit.model.coverage import plan, summarize, summary_lines, sweep
+    import time
 
+    from tinykit.errors import UsageError
+    from tinykit.model.coverage import plan, summarize, summary_lines, sweep, sweep_in_processes
+
+    if args.jobs < 1:
+        raise UsageError(f"--jobs {args.jobs}: give 1 or more worker processes.")
+    started = time.perf_counter()
     wanted, groups, classes = plan(args.model_types, every=args.all, groups=args.group)
     rows = []
-    for row in sweep(wanted, classes):
+    in_order = (
+        sweep_in_processes(wanted, classes, args.jobs) if args.jobs > 1 else sweep(wanted, classes)
+    )
+    for row in in_order:
         rows.append(row)
         if not args.json:  # stream: a full sweep takes minutes
             print(
@@ -43,6 +59,6 @@ def run(args: argparse.Namespace) -> int:
                 + ("" if row.ok else f"  {'[upstream] ' if row.upstream else ''}{row.reason}"),
                 flush=True,
             )
-    summary = summarize(rows, groups)
+    summary = summarize(rows, groups, wall_seconds=time.perf_counter() - started)
     emit(summary, args.json, "\n".join(summary_lines(summary)))
     return 0

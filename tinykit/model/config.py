@@ -427,7 +427,16 @@ def _knob_values(full: dict[str, Any], recipe: Recipe, ctx: _Context) -> dict[st
     for key, cap in recipe.cap.items():
         if _is_int(full.get(key)) or _is_int_list(full.get(key)):
             out[key] = _capped(full[key], cap)
+    if experts:  # grouped expert matmuls need 16-byte strides: MLP widths a multiple of 8
+        for key in knob_keys["intermediate"] + knob_keys["expert_intermediate"]:
+            if _is_int(out.get(key)):
+                out[key] = -(-out[key] // MOE_WIDTH_MULTIPLE) * MOE_WIDTH_MULTIPLE
     return out
+
+
+MOE_WIDTH_MULTIPLE = 8
+"""torch's grouped matmul, which transformers runs MoE experts with, wants rows of 16 bytes:
+8 bfloat16/float16 or 4 float32 values. A spec's odd width is rounded up to it."""
 
 
 def _is_int_list(value: Any) -> bool:

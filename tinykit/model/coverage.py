@@ -163,14 +163,7 @@ def sweep(
     from tinykit.model.build import build
     from tinykit.model.verify import verify
 
-    known = {*text_model_types(), *(classes or {})}
-    unknown = [t for t in model_types or [] if t not in known]
-    if unknown:  # a typo would otherwise "fail" as a row and the sweep exit 0
-        raise UsageError(
-            f"Unknown model type(s) {', '.join(unknown)}: transformers maps no causal, masked "
-            "or seq2seq LM class to them (nor, with --all, any model class). Run `tinykit "
-            "coverage` (or `--all`) without names to see all."
-        )
+    _check_known(model_types or [], classes)
     wanted = model_types or text_model_types()
     with (
         tempfile.TemporaryDirectory(prefix="tinykit-coverage-") as tmp,
@@ -199,6 +192,51 @@ def sweep(
             yield CoverageRow(
                 model_type, ok, reason, params, time.perf_counter() - started, upstream, weights
             )
+
+
+def _check_known(model_types: list[str], classes: dict[str, str] | None) -> None:
+    known = {*text_model_types(), *(classes or {})}
+    unknown = [t for t in model_types if t not in known]
+    if unknown:  # a typo would otherwise "fail" as a row and the sweep exit 0
+        raise UsageError(
+            f"Unknown model type(s) {', '.join(unknown)}: transformers maps no causal, masked "
+            "or seq2seq LM class to them (nor, with --all, any model class). Run `tinykit "
+            "coverage` (or `--all`) without names to see all."
+        )
+
+
+def sweep_in_processes(
+    model_types: list[str], classes: dict[str, str] | None, jobs: int
+) -> Iterator[CoverageRow]:
+    """`sweep` shared among `jobs` worker processes (each pays the imports once and then takes
+    one type at a time), rows yielded in the order of `model_types`. Each worker gets its share
+    of the CPU's threads, so that the workers do not oversubscribe the cores between them."""
+    import multiprocessing
+    import os
+    from concurrent.futures import ProcessPoolExecutor
+
+    _check_known(model_types, classes)  # a typo fails here, before any process starts
+    threads = max(1, (os.cpu_count() or 1) // jobs)
+    with ProcessPoolExecutor(
+        max_workers=jobs,
+        mp_context=multiprocessing.get_context("spawn"),  # no forked torch thread pools
+        initializer=_worker_setup,
+        initargs=(threads,),
+    ) as pool:
+        yield from pool.map(_sweep_one, model_types, [classes] * len(model_types))
+
+
+def _worker_setup(threads: int) -> None:
+    import torch
+
+    import tinykit.model.build
+    import tinykit.model.verify  # noqa: F401  (imports paid here, not in a type's seconds)
+
+    torch.set_num_threads(threads)
+
+
+def _sweep_one(model_type: str, classes: dict[str, str] | None) -> CoverageRow:
+    return next(sweep([model_type], classes))
 
 
 def _source_folder(tmp: Path, model_type: str, class_name: str | None) -> str | Path:
@@ -279,8 +317,12 @@ def plan(
     return wanted, group_of, classes
 
 
-def summarize(rows: list[CoverageRow], group_of: dict[str, str]) -> dict[str, Any]:
-    """The sweep's report: figures over all rows, the same per group, and every row."""
+def summarize(
+    rows: list[CoverageRow], group_of: dict[str, str], wall_seconds: float | None = None
+) -> dict[str, Any]:
+    """The sweep's report: figures over all rows, the same per group, and every row; with
+    `wall_seconds`, the whole sweep's wall time too (with worker processes it is less than
+    the per-type seconds added up)."""
     per_group = {}
     for group in GROUPS:
         mine = [r for r in rows if group_of.get(r.model_type) == group]
@@ -288,6 +330,7 @@ def summarize(rows: list[CoverageRow], group_of: dict[str, str]) -> dict[str, An
             per_group[group] = figures(mine)
     return {
         **figures(rows),
+        **({"wall_seconds": round(wall_seconds, 1)} if wall_seconds is not None else {}),
         "groups": per_group,
         "rows": [{**dataclasses.asdict(r), "group": group_of.get(r.model_type)} for r in rows],
     }
@@ -323,4 +366,4 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
             else ""
         )
         for group, s in [*summary["groups"].items(), ("all", summary)]
-    ]
+    ] + ([f"wall time: {summary['wall_seconds']:.0f} s"] if "wall_seconds" in summary else [])
