@@ -13,6 +13,7 @@ import ast
 import copy
 import math
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -119,8 +120,8 @@ def _give_image_token(full: dict[str, Any], base: dict[str, Any]) -> None:
     source vocab, which the token-id remap then places at the tiny vocab's top."""
     if "vision_config" not in full:
         return
-    text = full.get("text_config") if isinstance(full.get("text_config"), dict) else full
-    source_vocab = text.get("vocab_size")
+    text = full.get("text_config")
+    source_vocab = (text if isinstance(text, dict) else full).get("vocab_size")
     for key in ("image_token_id", "image_token_index"):
         if key in full and full[key] is None and _is_int(source_vocab):
             base[key] = source_vocab
@@ -564,7 +565,7 @@ _OPS = {
 }
 
 
-_CALLS = {"max": max, "min": min, "len": len}
+_CALLS: dict[str, Callable[..., Any]] = {"max": max, "min": min, "len": len}
 
 
 def _evaluate(expr: str, node: dict[str, Any], where: str) -> Any:

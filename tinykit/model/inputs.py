@@ -16,6 +16,7 @@ from typing import Any
 from tinykit.model.inputs_audio import feature_inputs, latent_inputs, waveform_inputs
 from tinykit.model.inputs_image import (
     GRID_INPUTS,
+    flattened_patch_inputs,
     grid_inputs,
     image_inputs,
     image_side,
@@ -43,6 +44,10 @@ def media_inputs(model: Any, generator: Any, batch: int) -> tuple[dict[str, Any]
         return waveform_inputs(model, config, params, generator, batch)
     if main == "input_features":
         return feature_inputs(model, config, params, generator, batch)
+    if main == "flattened_patches":  # Pix2Struct's rows of (position, patch pixels)
+        return flattened_patch_inputs(
+            config, getattr(config, "vision_config", config), params, generator, batch
+        )
     if main == "latents":  # a codec's decoder alone: continuous latent frames
         return latent_inputs(model, config, generator, batch)
     vision = getattr(config, "vision_config", None) or config

@@ -166,6 +166,38 @@ def patch_grid_inputs(vision, params, grid_key, generator, batch) -> tuple[dict[
     return out, "random"
 
 
+def flattened_patch_inputs(config, vision, params, generator, batch) -> tuple[dict[str, Any], str]:
+    """Pix2Struct's variable-resolution input: up to 16 patches per image, each a row of its
+    (row, column) position and its patch x patch pixels, as wide as the tower's patch embedding
+    reads (`patch_embed_hidden_size`), through the type's image processor where it builds."""
+    import numpy as np
+    import torch
+
+    width = getattr(vision, "patch_embed_hidden_size", None)
+    width = width if is_int(width) else 3 * 16 * 16
+    patch, rows = max(1, int((width // 3) ** 0.5)), 16
+    rng = np.random.default_rng(int(torch.randint(0, 2**31, (1,), generator=generator)))
+    images = [rng.integers(0, 256, (4 * patch, 4 * patch, 3), dtype=np.uint8) for _ in range(batch)]
+    geometry = {"patch_size": {"height": patch, "width": patch}, "max_patches": rows}
+    for processor in processors("image", config.model_type, geometry):
+        try:
+            out = keep_accepted(
+                processor(images=images, return_tensors="pt", max_patches=rows), params
+            )
+        except Exception:  # this geometry does not suit the processor: random rows instead
+            continue
+        if (
+            out.get("flattened_patches") is not None
+            and out["flattened_patches"].shape[-1] == 2 + width
+        ):
+            return out, f"processor {type(processor).__name__}"
+    side = int(rows**0.5)
+    positions = torch.tensor([[r, c] for r in range(1, side + 1) for c in range(1, side + 1)])
+    pixels = torch.randn(batch, rows, width, generator=generator)
+    patches = torch.cat([positions.expand(batch, rows, 2).float(), pixels], dim=-1)
+    return {"flattened_patches": patches, "attention_mask": torch.ones(batch, rows)}, "random"
+
+
 def packed_patch_inputs(config, vision, generator, batch) -> tuple[dict[str, Any], str]:
     """What MiniCPM-V's processor emits: every image's patches side by side in one strip of
     patch-high pixels (batch of one), and each image's (h, w) patch grid in `target_sizes`,
