@@ -234,7 +234,8 @@ def make_inputs(model: Any, generator: Any) -> tuple[dict[str, Any], dict[str, A
             ids, masks = image_position_inputs(model, media, ids)
             inputs.update(masks)
             if "mm_token_type_ids" in params:  # M-RoPE models mark which positions are image
-                inputs["mm_token_type_ids"] = (ids == image_token(config)).long()
+                token = image_token(config)  # (none: a default without image tokens, MiniCPM-V's)
+                inputs["mm_token_type_ids"] = (ids == (-1 if token is None else token)).long()
         inputs["input_ids"] = ids
     # what else the forward requires: recipe-declared tensors (boxes, states), embeddings
     inputs.update(declared_inputs(model, inputs, generator, BATCH, ids.shape[1]))
@@ -248,7 +249,7 @@ def make_inputs(model: Any, generator: Any) -> tuple[dict[str, Any], dict[str, A
     elif (
         "labels" in params
         and getattr(config, "is_encoder_decoder", False)
-        and not _is_classifier(model)
+        and not _is_classifier(model)  # a detector's labels are boxes (Grounding DINO's)
     ):
         # a multi-codebook decoder (MusicGen's) reads (batch * codebooks, seq) token rows and is
         # trained on (batch, seq, codebooks) labels
@@ -316,8 +317,14 @@ def _labels_like(config: Any, ids: Any) -> Any:
 def _is_classifier(model: Any) -> bool:
     return any(
         s in type(model).__name__
-        # (a detector's labels are per-image box dicts, not token ids: it trains on its outputs)
-        for s in ("ForSequenceClassification", "ForTokenClassification", "ForObjectDetection")
+        # (a VQA head scores (batch, answers) soft targets, ViLT's; a detector's labels are
+        # per-image box dicts, not token ids: it trains on its outputs)
+        for s in (
+            "ForSequenceClassification",
+            "ForTokenClassification",
+            "ForQuestionAnswering",
+            "ForObjectDetection",
+        )
     )
 
 
@@ -385,7 +392,9 @@ def _differentiable(out: Any) -> Any:
     """The first output the weights have a gradient path to (SuperPoint returns its keypoint
     coordinates, which have none, before its scores)."""
     tensors = list(_float_tensors(out))
-    return next((t for t in tensors if t.requires_grad), tensors[0])
+    # (and finite: Grounding DINO's logits are -inf at masked text positions)
+    finite = [t for t in tensors if t.requires_grad and bool(t.isfinite().all())]
+    return next(iter(finite), next((t for t in tensors if t.requires_grad), tensors[0]))
 
 
 def _seeded(model: Any, inputs: dict) -> Any:
