@@ -87,6 +87,8 @@ SAMPLED = [
     "qwen3_asr_encoder",
     "mimi_encoder",
     "minicpmv4_6",  # no image token by default; packed patches with a target_sizes grid
+    "gradium_phonon_tts",  # trained on continuous latent frames after an audio start token
+    "granite_speech5_encoder",  # random mel + delta features of stacked frame pairs (4 x bins)
 ]
 
 
@@ -142,3 +144,27 @@ def test_a_composite_without_a_tokenizer_entry_ships_its_text_towers():
     assert class_for_model_type("sam3_lite_text")  # its own text encoder: the default class
     with pytest.raises(Exception, match="takes no text input"):
         class_for_model_type("resnet")
+
+
+def test_a_composite_codec_codebook_holds_its_decoders_vocabulary():
+    # MusicGen's decoder generates the codes its EnCodec decodes: a dotted [derive] key sets the
+    # codec's codebook to the power of two at or above the decoder's tiny vocabulary
+    from tinykit.model.config import shrink_config
+    from tinykit.model.spec import ShrinkSpec
+
+    config = shrink_config({"model_type": "musicgen"}, ShrinkSpec(), vocab=396).config
+    assert config.decoder.vocab_size == 396
+    assert config.audio_encoder.codebook_size == 512
+
+
+def test_transducer_labels_avoid_blank_and_pad_and_follow_the_blank_start():
+    import torch
+    from transformers import ParakeetTDTConfig
+
+    from tinykit.model.verify import _transducer_labels
+
+    config = ParakeetTDTConfig(vocab_size=8, blank_token_id=7, pad_token_id=0)
+    labels, decoder_ids = _transducer_labels(config, 8, torch.Generator().manual_seed(0))
+    assert labels.shape == (2, 8) and decoder_ids.shape == (2, 9)
+    assert not torch.isin(labels, torch.tensor([0, 7])).any()
+    assert (decoder_ids[:, 0] == 7).all() and torch.equal(decoder_ids[:, 1:], labels)
