@@ -13,7 +13,12 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from tinykit.model.inputs_audio import feature_inputs, latent_inputs, waveform_inputs
+from tinykit.model.inputs_audio import (
+    feature_inputs,
+    latent_inputs,
+    waveform_and_features,
+    waveform_inputs,
+)
 from tinykit.model.inputs_image import (
     GRID_INPUTS,
     flattened_patch_inputs,
@@ -45,6 +50,8 @@ def media_inputs(model: Any, generator: Any, batch: int) -> tuple[dict[str, Any]
         or ("input_values" in params and "input_ids" not in params)
         or ("input_values" in required)
     ):
+        if "input_features" in required:  # a codec with a semantic encoder (X-Codec 2)
+            return waveform_and_features(model, config, generator, batch)
         return waveform_inputs(model, config, params, generator, batch)
     if main == "input_features":
         return feature_inputs(model, config, params, generator, batch)

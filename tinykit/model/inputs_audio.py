@@ -37,6 +37,27 @@ def waveform_inputs(model, config, params, generator, batch) -> tuple[dict[str, 
     return {"input_values": audio}, "random"
 
 
+def waveform_and_features(model, config, generator, batch) -> tuple[dict[str, Any], str]:
+    """A waveform and, beside it, the log-mel features a semantic encoder reads, one frame per
+    hop of the codec (`hop_length`), in the layouts the forward accepts. X-Codec 2's extractor,
+    which makes both, needs torchaudio."""
+    import torch
+
+    node = _audio_node(config)
+    bins = next((getattr(node, k) for k in FEATURE_BINS if is_int(getattr(node, k, None))), 80)
+    hop: Any = getattr(config, "hop_length", None)
+    frames = SAMPLES // hop if is_int(hop) and hop > 0 else FRAMES
+    audio = torch.randn(batch, SAMPLES, generator=generator)
+    features = torch.randn(batch, frames, bins, generator=generator)
+    candidates = [
+        {"input_values": w, "input_features": f}
+        for w in (audio[:, None], audio)
+        for f in (features, features.transpose(1, 2).contiguous())
+    ]
+    fitting = (c for c in candidates if runs(model, c))
+    return next(fitting, candidates[0]), "random"
+
+
 LATENT_WIDTHS = ("hidden_size", "latent_dim", "codebook_dim")
 """Config keys that may name the channels of a codec decoder's latent frames."""
 
