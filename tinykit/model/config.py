@@ -550,7 +550,7 @@ def _evaluate(expr: str, node: dict[str, Any], where: str) -> Any:
     A float constant makes a float (xLSTM's width factors are typed float)."""
 
     def ev(n: ast.AST) -> Any:
-        if isinstance(n, ast.Constant) and (_is_int(n.value) or isinstance(n.value, float)):
+        if isinstance(n, ast.Constant) and (_is_int(n.value) or isinstance(n.value, float | str)):
             return n.value
         if isinstance(n, ast.BinOp) and type(n.op) in _OPS:
             return _OPS[type(n.op)](ev(n.left), ev(n.right))
