@@ -87,6 +87,7 @@ def shrink_config(
     source = load_config(raw, remote_code)
     full = source.to_dict()
     base = source.to_diff_dict()
+    original = copy.deepcopy(base)
     plans: dict[str, LayerPlan] = {}
     used: set[str] = set()
     faithful = spec.mode == "faithful"
@@ -95,6 +96,7 @@ def shrink_config(
     _shrink_node(full, base, "", ctx)
     if vocab is not None:
         remap_token_ids(base, vocab, token_ids)
+    _drop_derived(type(source), base, original)
     try:
         config = type(source).from_dict(base)
         if hasattr(config, "validate"):
@@ -110,6 +112,32 @@ def shrink_config(
             constraint=str(e),
         ) from e
     return ShrunkConfig(config, plans, tuple(sorted(used)))
+
+
+def _drop_derived(cls: type, base: dict[str, Any], original: dict[str, Any]) -> None:
+    """Keys the config class computes itself from its fields (EfficientLoFTR's per-block channel
+    lists, from `out_features`) are left to it: the source's full-size values, saved beside
+    the fields and untouched by the shrink, would otherwise be set back over the recomputed
+    ones."""
+    import dataclasses
+
+    if not dataclasses.is_dataclass(cls):
+        return
+    fields = {f.name for f in dataclasses.fields(cls)}
+    stale = [
+        k
+        for k, v in base.items()
+        if k not in fields and k in original and original[k] == v and not isinstance(v, dict)
+    ]
+    if not stale:
+        return
+    try:
+        probe = cls.from_dict({k: v for k, v in base.items() if k not in stale})
+    except Exception:  # the shrunk config's own errors are reported by the caller
+        return
+    for key in stale:
+        if hasattr(probe, key) and getattr(probe, key) != base[key]:
+            base.pop(key)
 
 
 @dataclass
