@@ -13,9 +13,10 @@ import ast
 import copy
 import math
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from tinykit.errors import ShrinkConstraintError, UnsupportedModelError
 from tinykit.model.layers import LayerPlan, plan_layers
@@ -94,6 +95,7 @@ def shrink_config(
     vocab = None if faithful else vocab or spec.vocab
     ctx = _Context(spec, vocab, keep_depth, recipes, plans, used, remote_code is not None)
     _shrink_node(full, base, "", ctx)
+    _give_image_token(full, base)
     if vocab is not None:
         remap_token_ids(base, vocab, token_ids)
     _drop_derived(type(source), base, original)
@@ -114,7 +116,7 @@ def shrink_config(
     return ShrunkConfig(config, plans, tuple(sorted(used)))
 
 
-def _drop_derived(cls: type, base: dict[str, Any], original: dict[str, Any]) -> None:
+def _drop_derived(cls: Any, base: dict[str, Any], original: dict[str, Any]) -> None:
     """Keys the config class computes itself from its fields (EfficientLoFTR's per-block channel
     lists, from `out_features`) are left to it: the source's full-size values, saved beside
     the fields and untouched by the shrink, would otherwise be set back over the recomputed
@@ -138,6 +140,20 @@ def _drop_derived(cls: type, base: dict[str, Any], original: dict[str, Any]) -> 
     for key in stale:
         if hasattr(probe, key) and getattr(probe, key) != base[key]:
             base.pop(key)
+
+
+def _give_image_token(full: dict[str, Any], base: dict[str, Any]) -> None:
+    """An image-text default whose image token the class leaves None (MiniCPM-V's, Nemotron-H
+    Omni's; every real config names one) ignores its vision tower: it gets the id just past the
+    source vocab, which the token-id remap then places at the tiny vocab's top."""
+    if "vision_config" not in full:
+        return
+    text = full.get("text_config")
+    source_vocab = (text if isinstance(text, dict) else full).get("vocab_size")
+    for key in ("image_token_id", "image_token_index"):
+        if key in full and full[key] is None and _is_int(source_vocab):
+            base[key] = source_vocab
+            return
 
 
 @dataclass
@@ -222,11 +238,19 @@ def _shrink_node(
     overrides.update(copy.deepcopy(recipe.set))
     merged = {**full, **shrunk_subs, **overrides}
     for key, expr in recipe.derive.items():
+        sub, _, leaf = key.partition(".")  # a dotted key sets a sub-config's value
+        if leaf and sub in shrunk_subs and leaf in shrunk_subs[sub]:
+            value = _evaluate(expr, merged, f"{path}{key}")
+            base[sub][leaf] = merged[sub][leaf] = value
+            continue
         if key not in full:
             continue
         overrides[key] = merged[key] = _evaluate(expr, merged, f"{path}{key}")
     _shrink_rope(merged, overrides, recipe)
+    _media_token_defaults(full, merged, overrides)
     _clamp_tower_layers(merged, overrides, shrunk_subs.get("vision_config"), recipe)
+    if "vision_config" not in shrunk_subs:  # a tower's indexes into its own layers (Mllama's)
+        _clamp_tower_layers(merged, overrides, merged, recipe)
     _rescale_pinpoints(full, merged, overrides)
     _rescale_rope_positions(full, merged, overrides)
     base.update(overrides)
@@ -236,22 +260,24 @@ def _shrink_node(
 def _clamp_tower_layers(
     merged: dict[str, Any], overrides: dict[str, Any], tower: dict[str, Any] | None, recipe: Recipe
 ) -> None:
-    """Indexes into the shrunk vision tower's hidden states (VipLLaVA's five layers, Molmo2's
-    adapter's two) are clamped to its depth + 1 states, keeping their count and sign."""
+    """Indexes into the shrunk vision tower's layers or hidden states (VipLLaVA's five layers,
+    Molmo2's adapter's two) are clamped to its depth, keeping their count and sign."""
     depth = _first_int(tower or {}, recipe.knobs["layers"])
     if depth is None:
         return
     keys = recipe.layer_fields.get("tower_layer_refs", ())
 
+    # within the tower's layers (0 .. depth - 1): valid as a layer index (Molmo2 validates so)
+    # and as an index into its depth + 1 hidden states alike
     def clamp(v: int) -> int:
-        return max(v, -(depth + 1)) if v < 0 else min(v, depth)
+        return max(v, -depth) if v < 0 else min(v, depth - 1)
 
-    nodes = [
+    nodes = [  # the node, its settings dicts and sub-configs (Molmo2's adapter_config)
         ("", merged),
         *(
             (k, v)
             for k, v in merged.items()
-            if k.endswith("_config") and isinstance(v, dict) and "model_type" not in v
+            if k.endswith("_config") and isinstance(v, dict) and v is not tower
         ),
     ]
     for name, node in nodes:
@@ -263,6 +289,25 @@ def _clamp_tower_layers(
                     overrides[name] = merged[name] = {**node, key: fixed}
                 else:
                     overrides[key] = merged[key] = fixed
+
+
+MEDIA_TOKEN_KEYS = ("image_token_index", "image_token_id", "video_token_index", "video_token_id")
+
+
+def _media_token_defaults(
+    full: dict[str, Any], merged: dict[str, Any], overrides: dict[str, Any]
+) -> None:
+    """A media placeholder id the class leaves None (BLIP-2's, InstructBLIP's `image_token_index`)
+    is one every real checkpoint sets (its processor adds the token): the model cannot place
+    image features without it. It gets the text vocabulary's last id, which the token remap
+    moves to the tiny vocabulary's top with the other special tokens."""
+    text = full.get("text_config")
+    vocab = (text or {}).get("vocab_size") if isinstance(text, dict) else full.get("vocab_size")
+    if not _is_int(vocab):
+        return
+    for key in MEDIA_TOKEN_KEYS:
+        if key in full and full[key] is None and key not in overrides:
+            overrides[key] = merged[key] = vocab - 1 - MEDIA_TOKEN_KEYS.index(key) // 2
 
 
 def _rescale_pinpoints(
@@ -327,7 +372,7 @@ def _shrink_entry(
     return {**entry, **values}
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -376,7 +421,8 @@ def _knob_values(full: dict[str, Any], recipe: Recipe, ctx: _Context) -> dict[st
     patches = bool(knob_keys["image_size"] or per_stage["image_size"]) or any(
         _is_int(full.get(k)) for k in PATCH_MERGING
     )
-    width = min([full[k] for k in knob_keys["width"]] + [spec.hidden])
+    # a width of 0 means "none" (DPR's projection_dim: no projection) and stays 0
+    width = min([full[k] for k in knob_keys["width"] if full[k] > 0] + [spec.hidden])
     heads_src = full[knob_keys["heads"][0]] if knob_keys["heads"] else None
     heads = _divisor_at_most(width, min(spec.heads, heads_src or spec.heads))
     experts = None
@@ -384,7 +430,7 @@ def _knob_values(full: dict[str, Any], recipe: Recipe, ctx: _Context) -> dict[st
         for key in keys:
             v = full[key]
             if knob == "width":
-                out[key] = width
+                out[key] = width if v > 0 else v
             elif knob == "heads":
                 out[key] = heads
             elif knob == "kv_heads":
@@ -560,7 +606,18 @@ def _split_like(parts: list[int], total: int) -> list[int]:
         : total - sum(out)
     ]:
         out[i] += 1
-    return out
+    return _equal_parts_kept(parts, out)
+
+
+def _equal_parts_kept(parts: list[int], out: list[int]) -> list[int]:
+    """Sections equal in the source stay equal (ERNIE-4.5-VL interleaves its height and width
+    frequencies pairwise), the remainder going to a section of its own size, where there is one."""
+    unique = [i for i in range(len(parts)) if parts.count(parts[i]) == 1]
+    if not unique:
+        return out
+    fixed = [min(out[j] for j in range(len(parts)) if parts[j] == p) for p in parts]
+    fixed[max(unique, key=lambda i: parts[i])] += sum(out) - sum(fixed)
+    return fixed
 
 
 _OPS = {
@@ -570,6 +627,15 @@ _OPS = {
     ast.FloorDiv: operator.floordiv,
     ast.Pow: operator.pow,
     ast.Mod: operator.mod,
+}
+
+
+_CALLS: dict[str, Callable[..., Any]] = {
+    "max": max,
+    "min": min,
+    "len": len,  # a list's length
+    # the power of two at or above n (codebooks that must be one, sized to hold a vocabulary)
+    "pow2": lambda n: 1 << max(0, int(n) - 1).bit_length(),
 }
 
 
@@ -584,16 +650,16 @@ def _evaluate(expr: str, node: dict[str, Any], where: str) -> Any:
             return _OPS[type(n.op)](ev(n.left), ev(n.right))
         if isinstance(n, ast.Name):
             return node[n.id]
+        if isinstance(n, ast.Subscript):  # an entry of a list key: `subsampling_conv_channels[0]`
+            return ev(n.value)[ev(n.slice)]
         if isinstance(n, ast.Attribute):
             return ev(n.value)[n.attr]
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in _CALLS:
+            return _CALLS[n.func.id](*(ev(a) for a in n.args))
         if isinstance(n, ast.List):  # a per-level list (LW-DETR's projector_in_channels)
             return [ev(e) for e in n.elts]
-        if isinstance(n, ast.Subscript):  # one entry of a list (a backbone's stage widths)
-            return ev(n.value)[ev(n.slice)]
         if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
             return -ev(n.operand)
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("max", "min"):
-            return {"max": max, "min": min}[n.func.id](*(ev(a) for a in n.args))
         raise ValueError(f"unsupported expression element {ast.dump(n)}")
 
     try:

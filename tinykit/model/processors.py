@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TypeGuard
 
 
-def is_int(value: Any) -> bool:
+def is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -75,10 +75,27 @@ def _sibling(model_type: str, table: Any) -> str | None:
     from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
 
     mine = PROCESSOR_MAPPING_NAMES.get(model_type)
-    return next(
-        (t for t, name in PROCESSOR_MAPPING_NAMES.items() if mine and name == mine and t in table),
-        None,
+    shared = (
+        t for t, name in PROCESSOR_MAPPING_NAMES.items() if mine and name == mine and t in table
     )
+    return next(shared, None) or _composite(model_type, table)
+
+
+def _composite(model_type: str, table: Any) -> str | None:
+    """The composite a tower alone belongs to (`muse_spark` of `muse_spark_audio`, `gemma4` of
+    `gemma4_audio`): a listed type whose name prefixes the tower's and whose config holds the
+    tower's config class as a sub-config. Its processor is the tower's."""
+    from transformers import CONFIG_MAPPING
+
+    if model_type not in CONFIG_MAPPING:
+        return None
+    mine = CONFIG_MAPPING[model_type]
+    for other in table:
+        if model_type.startswith(f"{other}_") and other in CONFIG_MAPPING:
+            subs = getattr(CONFIG_MAPPING[other], "sub_configs", None) or {}
+            if mine in subs.values():
+                return other
+    return None
 
 
 def _parent(model_type: str, table: Any) -> str | None:

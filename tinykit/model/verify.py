@@ -213,8 +213,9 @@ def make_inputs(model: Any, generator: Any) -> tuple[dict[str, Any], dict[str, A
     """Random inputs shaped from the config: token ids, pixels or audio features, plus labels."""
     import torch
 
-    from tinykit.model.inputs import media_inputs
-    from tinykit.model.inputs_image import image_token, image_token_ids
+    from tinykit.model.inputs import media_inputs, side_token_inputs
+    from tinykit.model.inputs_declared import declared_inputs
+    from tinykit.model.inputs_image import image_position_inputs, image_token, image_token_ids
 
     config = model.config
     params = inspect.signature(model.forward).parameters
@@ -225,12 +226,19 @@ def make_inputs(model: Any, generator: Any) -> tuple[dict[str, Any], dict[str, A
     main = model.main_input_name
     media, _ = media_inputs(model, generator, BATCH)  # pixels, frames or audio, via the processor
     inputs.update(media)
+    inputs.update(side_token_inputs(model, generator, BATCH, SEQ))
+    media = {**inputs}  # the Q-Former's instruction ids go with the pixels (InstructBLIP's)
     if "input_ids" in params and main != "input_features":
         if media and "pixel_values" in media:  # one image token per feature of the vision tower
             ids = image_token_ids(model, media, ids)
+            ids, masks = image_position_inputs(model, media, ids)
+            inputs.update(masks)
             if "mm_token_type_ids" in params:  # M-RoPE models mark which positions are image
-                inputs["mm_token_type_ids"] = (ids == image_token(config)).long()
+                token = image_token(config)  # (none: a default without image tokens, MiniCPM-V's)
+                inputs["mm_token_type_ids"] = (ids == (-1 if token is None else token)).long()
         inputs["input_ids"] = ids
+    # what else the forward requires: recipe-declared tensors (boxes, states), embeddings
+    inputs.update(declared_inputs(model, inputs, generator, BATCH, ids.shape[1]))
     labels: dict[str, Any] = {}
     if "return_loss" in params:
         labels["return_loss"] = True
@@ -238,7 +246,13 @@ def make_inputs(model: Any, generator: Any) -> tuple[dict[str, Any], dict[str, A
         pixels = media.get("pixel_values")
         side = tuple(pixels.shape[-2:]) if pixels is not None else (32, 32)
         labels["labels"] = _detection_targets(config, side, generator)
-    elif "labels" in params and getattr(config, "is_encoder_decoder", False):
+    elif "labels" in params and _is_transducer(config, params):
+        labels["labels"], inputs["decoder_input_ids"] = _transducer_labels(config, vocab, generator)
+    elif (
+        "labels" in params
+        and getattr(config, "is_encoder_decoder", False)
+        and not _is_classifier(model)  # a detector's labels are boxes (Grounding DINO's)
+    ):
         # a multi-codebook decoder (MusicGen's) reads (batch * codebooks, seq) token rows and is
         # trained on (batch, seq, codebooks) labels
         codebooks = getattr(text, "num_codebooks", None)
@@ -249,6 +263,8 @@ def make_inputs(model: Any, generator: Any) -> tuple[dict[str, Any], dict[str, A
         inputs["decoder_input_ids"] = torch.randint(
             0, vocab, (BATCH * (codebooks or 1), SEQ // 2), generator=generator
         )
+    elif "labels" in params and "input_ids" in inputs and _reads_latent_frames(config):
+        inputs["input_ids"], labels["labels"] = _latent_frames(config, ids, generator)
     elif "labels" in params and "input_ids" in inputs and not _is_classifier(model):
         labels["labels"] = _labels_like(config, ids)
     return inputs, labels
@@ -277,6 +293,50 @@ def _detection_targets(config: Any, side: tuple[int, ...], generator: Any) -> li
     return targets
 
 
+def _is_transducer(config: Any, params: Any) -> bool:
+    """An RNN-T/TDT model: a blank token and a prediction network read decoder_input_ids."""
+    blank = getattr(config, "blank_token_id", None)
+    return isinstance(blank, int) and "decoder_input_ids" in params
+
+
+def _transducer_labels(config: Any, vocab: int, generator: Any) -> tuple[Any, Any]:
+    """Labels of SEQ // 2 non-blank, non-pad tokens and the prediction network's input: the
+    blank (start) token, then the labels (its joint output scores U + 1 label positions)."""
+    import torch
+
+    reserved = {getattr(config, k, None) for k in ("blank_token_id", "pad_token_id")}
+    allowed = torch.tensor([i for i in range(vocab) if i not in reserved])
+    picks = torch.randint(0, len(allowed), (BATCH, SEQ // 2), generator=generator)
+    labels = allowed[picks]
+    start = torch.full((BATCH, 1), config.blank_token_id, dtype=torch.long)
+    return labels, torch.cat([start, labels], dim=1)
+
+
+LATENT_FRAME_KEYS = ("audio_bos_token_id", "audio_latent_token_id", "latent_dim")
+"""A TTS decoder trained on continuous latent frames (Pocket-TTS's, Gradium's) names its audio
+start and frame tokens and the latent width."""
+
+
+def _reads_latent_frames(config: Any) -> bool:
+    return all(isinstance(getattr(config, k, None), int) for k in LATENT_FRAME_KEYS)
+
+
+def _latent_frames(config: Any, ids: Any, generator: Any) -> tuple[Any, Any]:
+    """Text, the audio start token closing the first half (generate's prompt ends there, as such
+    a model's processor writes it), one frame token per target latent, and the target latents
+    (batch, frames, latent_dim) the flow head is trained on."""
+    import torch
+
+    special = [v for k, v in vars(config).items() if k.endswith("_token_id") and isinstance(v, int)]
+    plain = next(i for i in range(ids.max().item() + 2) if i not in special)
+    ids = ids.masked_fill(torch.isin(ids, torch.tensor(special)), plain)
+    half = ids.shape[1] // 2
+    ids[:, half - 1] = config.audio_bos_token_id
+    ids[:, half:] = config.audio_latent_token_id
+    frames = torch.randn(ids.shape[0], ids.shape[1] - half, config.latent_dim, generator=generator)
+    return ids, frames
+
+
 def _recipe_input(config: Any, name: str) -> int | None:
     """The config value an [inputs] entry of the family's recipe names, e.g. the
     `sequence_length = "max_position_embeddings"` of a model that reads fixed-length text."""
@@ -296,6 +356,9 @@ def _sequence_length(config: Any) -> int:
 def _labels_like(config: Any, ids: Any) -> Any:
     """Labels = the input ids, in the layout the family's recipe names ([inputs]): MusicGen's
     decoders read (batch * codebooks, seq) ids and score (batch, seq, codebooks) labels."""
+    frames = _recipe_input(config, "labels_as_frames")
+    if frames is not None:  # CSM: (batch, seq, codebooks) codes below the codebook vocab_size
+        return (ids % config.vocab_size).unsqueeze(-1).repeat(1, 1, frames)
     codebooks = _recipe_input(config, "labels_per_codebook")
     if codebooks is None:
         return ids
@@ -304,7 +367,15 @@ def _labels_like(config: Any, ids: Any) -> Any:
 
 def _is_classifier(model: Any) -> bool:
     return any(
-        s in type(model).__name__ for s in ("ForSequenceClassification", "ForTokenClassification")
+        s in type(model).__name__
+        # (a VQA head scores (batch, answers) soft targets, ViLT's; a detector's labels are
+        # per-image box dicts, not token ids: it trains on its outputs)
+        for s in (
+            "ForSequenceClassification",
+            "ForTokenClassification",
+            "ForQuestionAnswering",
+            "ForObjectDetection",
+        )
     )
 
 
@@ -317,7 +388,9 @@ def _train_step(model: Any, inputs: dict, labels: dict, report: VerifyReport) ->
     finally:
         with _no_grad():
             for name, buffer in model.named_buffers():
-                if name in buffers:
+                # a table regrown to the input's length (Seamless M4T's sinusoidal positions) is
+                # recomputed, not trained: it stays
+                if name in buffers and buffer.shape == buffers[name].shape:
                     buffer.copy_(buffers[name])
 
 
@@ -342,7 +415,7 @@ def _train_forward_backward(model: Any, inputs: dict, labels: dict, report: Veri
     loss = (
         out.loss
         if getattr(out, "loss", None) is not None
-        else _differentiable(out).float().pow(2).mean()
+        else _without_masked(_differentiable(out).float()).pow(2).mean()
     )
     loss = loss.mean()  # a per-sample loss (DAC's) is averaged over the batch
     report.loss = float(loss.detach())
@@ -358,6 +431,12 @@ def _train_forward_backward(model: Any, inputs: dict, labels: dict, report: Veri
     model.zero_grad(set_to_none=True)
 
 
+def _without_masked(x: Any) -> Any:
+    """Logits masked to -inf by design (Grounding DINO's beyond the text's tokens) left out of
+    the stand-in loss; NaN and +inf still make it non-finite."""
+    return x.masked_fill(x == float("-inf"), 0.0)
+
+
 def _first_tensor(out: Any) -> Any:
     return next(_float_tensors(out))
 
@@ -366,7 +445,9 @@ def _differentiable(out: Any) -> Any:
     """The first output the weights have a gradient path to (SuperPoint returns its keypoint
     coordinates, which have none, before its scores)."""
     tensors = list(_float_tensors(out))
-    return next((t for t in tensors if t.requires_grad), tensors[0])
+    # (and finite: Grounding DINO's logits are -inf at masked text positions)
+    finite = [t for t in tensors if t.requires_grad and bool(t.isfinite().all())]
+    return next(iter(finite), next((t for t in tensors if t.requires_grad), tensors[0]))
 
 
 def _seeded(model: Any, inputs: dict) -> Any:
@@ -380,10 +461,13 @@ def _float_tensors(out: Any) -> Any:
     """Floating tensors of a model output in order, nested tuples and outputs included (MGP-STR
     returns its logits as a tuple of three heads)."""
     import torch
+    from transformers.cache_utils import Cache
 
     if isinstance(out, torch.Tensor):
         if out.is_floating_point():
             yield out
+        return
+    if isinstance(out, Cache):  # the KV cache a forward returns is no output to train
         return
     values = out.values() if hasattr(out, "values") else out
     if isinstance(values, str) or not hasattr(values, "__iter__"):
@@ -440,6 +524,7 @@ def _tokenizer(model: Any, folder: Path, inputs: dict, report: VerifyReport, tru
     import torch
     from transformers import AutoTokenizer
 
+    from tinykit.model.inputs_declared import declared_inputs
     from tinykit.tokenizer.check import PROBE, check_tokenizer
     from tinykit.tokenizer.source import has_tokenizer_files
 
@@ -467,8 +552,13 @@ def _tokenizer(model: Any, folder: Path, inputs: dict, report: VerifyReport, tru
     ]
     try:
         with torch.no_grad():
-            text_only = {k: v for k, v in inputs.items() if not _is_image_input(model, k)}
-            logits = _first_tensor(model(**{**text_only, "input_ids": ids.repeat(BATCH, 1)}))
+            probe = _probe_inputs(model, inputs, ids.repeat(BATCH, 1))
+            # declared per-token tensors (boxes) follow the probe's length
+            again = declared_inputs(
+                model, {"input_ids": ids}, torch.Generator(), BATCH, ids.shape[1]
+            )
+            probe.update({k: v for k, v in again.items() if k in probe})
+            logits = _first_tensor(model(**probe))
         report.tokenizer["forward"] = {
             "tokens": ids.shape[1],
             "finite": bool(torch.isfinite(logits).all()),
@@ -477,6 +567,27 @@ def _tokenizer(model: Any, folder: Path, inputs: dict, report: VerifyReport, tru
         report.problems.append(
             f"forward pass on the tokenizer's encoding of the probe failed: {one_line(e)}"
         )
+
+
+def _probe_inputs(model: Any, inputs: dict, ids: Any) -> dict:
+    """The sample inputs with the probe's ids for text: images that go with image tokens are
+    dropped (the probe holds none) unless the forward requires them (BLIP-2's), and then, as
+    where masks place the image features (Kosmos-2's, IDEFICS's), placed in front of the probe."""
+    from tinykit.model.inputs_image import image_position_inputs, image_token_ids
+
+    params = inspect.signature(model.forward).parameters
+    required = {n for n, p in params.items() if p.default is p.empty}
+    placed = {k for k in ("image_embeds_position_mask", "image_attention_mask") if k in inputs}
+    out = {
+        k: v
+        for k, v in inputs.items()
+        if k not in placed and (k in required or not _is_image_input(model, k))
+    }
+    if "pixel_values" in out and (placed or "pixel_values" in required):
+        ids = image_token_ids(model, out, ids)
+        ids, masks = image_position_inputs(model, out, ids)
+        out.update(masks)
+    return {**out, "input_ids": ids}
 
 
 def _is_image_input(model: Any, key: str) -> bool:
