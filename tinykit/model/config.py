@@ -123,6 +123,7 @@ def _drop_derived(cls: Any, base: dict[str, Any], original: dict[str, Any]) -> N
     ones."""
     import dataclasses
 
+    config_class = cls  # (is_dataclass narrows cls to a dataclass type, which lacks from_dict)
     if not dataclasses.is_dataclass(cls):
         return
     fields = {f.name for f in dataclasses.fields(cls)}
@@ -134,7 +135,7 @@ def _drop_derived(cls: Any, base: dict[str, Any], original: dict[str, Any]) -> N
     if not stale:
         return
     try:
-        probe = cls.from_dict({k: v for k, v in base.items() if k not in stale})
+        probe = config_class.from_dict({k: v for k, v in base.items() if k not in stale})
     except Exception:  # the shrunk config's own errors are reported by the caller
         return
     for key in stale:
