@@ -16,7 +16,7 @@ import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from tinykit.errors import ShrinkConstraintError, UnsupportedModelError
 from tinykit.model.layers import LayerPlan, plan_layers
@@ -94,6 +94,7 @@ def shrink_config(
     vocab = None if faithful else vocab or spec.vocab
     ctx = _Context(spec, vocab, keep_depth, recipes, plans, used, remote_code is not None)
     _shrink_node(full, base, "", ctx)
+    _give_image_token(full, base)
     if vocab is not None:
         remap_token_ids(base, vocab, token_ids)
     try:
@@ -111,6 +112,20 @@ def shrink_config(
             constraint=str(e),
         ) from e
     return ShrunkConfig(config, plans, tuple(sorted(used)))
+
+
+def _give_image_token(full: dict[str, Any], base: dict[str, Any]) -> None:
+    """An image-text default whose image token the class leaves None (MiniCPM-V's, Nemotron-H
+    Omni's; every real config names one) ignores its vision tower: it gets the id just past the
+    source vocab, which the token-id remap then places at the tiny vocab's top."""
+    if "vision_config" not in full:
+        return
+    text = full.get("text_config")
+    source_vocab = (text if isinstance(text, dict) else full).get("vocab_size")
+    for key in ("image_token_id", "image_token_index"):
+        if key in full and full[key] is None and _is_int(source_vocab):
+            base[key] = source_vocab
+            return
 
 
 @dataclass
@@ -199,7 +214,10 @@ def _shrink_node(
             continue
         overrides[key] = merged[key] = _evaluate(expr, merged, f"{path}{key}")
     _shrink_rope(merged, overrides, recipe)
+    _media_token_defaults(full, merged, overrides)
     _clamp_tower_layers(merged, overrides, shrunk_subs.get("vision_config"), recipe)
+    if "vision_config" not in shrunk_subs:  # a tower's indexes into its own layers (Mllama's)
+        _clamp_tower_layers(merged, overrides, merged, recipe)
     _rescale_pinpoints(full, merged, overrides)
     _rescale_rope_positions(full, merged, overrides)
     base.update(overrides)
@@ -209,22 +227,24 @@ def _shrink_node(
 def _clamp_tower_layers(
     merged: dict[str, Any], overrides: dict[str, Any], tower: dict[str, Any] | None, recipe: Recipe
 ) -> None:
-    """Indexes into the shrunk vision tower's hidden states (VipLLaVA's five layers, Molmo2's
-    adapter's two) are clamped to its depth + 1 states, keeping their count and sign."""
+    """Indexes into the shrunk vision tower's layers or hidden states (VipLLaVA's five layers,
+    Molmo2's adapter's two) are clamped to its depth, keeping their count and sign."""
     depth = _first_int(tower or {}, recipe.knobs["layers"])
     if depth is None:
         return
     keys = recipe.layer_fields.get("tower_layer_refs", ())
 
+    # within the tower's layers (0 .. depth - 1): valid as a layer index (Molmo2 validates so)
+    # and as an index into its depth + 1 hidden states alike
     def clamp(v: int) -> int:
-        return max(v, -(depth + 1)) if v < 0 else min(v, depth)
+        return max(v, -depth) if v < 0 else min(v, depth - 1)
 
-    nodes = [
+    nodes = [  # the node, its settings dicts and sub-configs (Molmo2's adapter_config)
         ("", merged),
         *(
             (k, v)
             for k, v in merged.items()
-            if k.endswith("_config") and isinstance(v, dict) and "model_type" not in v
+            if k.endswith("_config") and isinstance(v, dict) and v is not tower
         ),
     ]
     for name, node in nodes:
@@ -236,6 +256,25 @@ def _clamp_tower_layers(
                     overrides[name] = merged[name] = {**node, key: fixed}
                 else:
                     overrides[key] = merged[key] = fixed
+
+
+MEDIA_TOKEN_KEYS = ("image_token_index", "image_token_id", "video_token_index", "video_token_id")
+
+
+def _media_token_defaults(
+    full: dict[str, Any], merged: dict[str, Any], overrides: dict[str, Any]
+) -> None:
+    """A media placeholder id the class leaves None (BLIP-2's, InstructBLIP's `image_token_index`)
+    is one every real checkpoint sets (its processor adds the token): the model cannot place
+    image features without it. It gets the text vocabulary's last id, which the token remap
+    moves to the tiny vocabulary's top with the other special tokens."""
+    text = full.get("text_config")
+    vocab = (text or {}).get("vocab_size") if isinstance(text, dict) else full.get("vocab_size")
+    if not _is_int(vocab):
+        return
+    for key in MEDIA_TOKEN_KEYS:
+        if key in full and full[key] is None and key not in overrides:
+            overrides[key] = merged[key] = vocab - 1 - MEDIA_TOKEN_KEYS.index(key) // 2
 
 
 def _rescale_pinpoints(
@@ -300,7 +339,7 @@ def _shrink_entry(
     return {**entry, **values}
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -534,7 +573,18 @@ def _split_like(parts: list[int], total: int) -> list[int]:
         : total - sum(out)
     ]:
         out[i] += 1
-    return out
+    return _equal_parts_kept(parts, out)
+
+
+def _equal_parts_kept(parts: list[int], out: list[int]) -> list[int]:
+    """Sections equal in the source stay equal (ERNIE-4.5-VL interleaves its height and width
+    frequencies pairwise), the remainder going to a section of its own size, where there is one."""
+    unique = [i for i in range(len(parts)) if parts.count(parts[i]) == 1]
+    if not unique:
+        return out
+    fixed = [min(out[j] for j in range(len(parts)) if parts[j] == p) for p in parts]
+    fixed[max(unique, key=lambda i: parts[i])] += sum(out) - sum(fixed)
+    return fixed
 
 
 _OPS = {
@@ -567,6 +617,10 @@ def _evaluate(expr: str, node: dict[str, Any], where: str) -> Any:
             return ev(n.value)[n.attr]
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in _CALLS:
             return _CALLS[n.func.id](*(ev(a) for a in n.args))
+        if isinstance(n, ast.List):  # a per-level list (LW-DETR's projector_in_channels)
+            return [ev(e) for e in n.elts]
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
+            return -ev(n.operand)
         raise ValueError(f"unsupported expression element {ast.dump(n)}")
 
     try:
