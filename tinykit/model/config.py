@@ -210,6 +210,11 @@ def _shrink_node(
     overrides.update(copy.deepcopy(recipe.set))
     merged = {**full, **shrunk_subs, **overrides}
     for key, expr in recipe.derive.items():
+        sub, _, leaf = key.partition(".")  # a dotted key sets a sub-config's value
+        if leaf and sub in shrunk_subs and leaf in shrunk_subs[sub]:
+            value = _evaluate(expr, merged, f"{path}{key}")
+            base[sub][leaf] = merged[sub][leaf] = value
+            continue
         if key not in full:
             continue
         overrides[key] = merged[key] = _evaluate(expr, merged, f"{path}{key}")
@@ -597,7 +602,13 @@ _OPS = {
 }
 
 
-_CALLS: dict[str, Callable[..., Any]] = {"max": max, "min": min, "len": len}  # len: list length
+_CALLS: dict[str, Callable[..., Any]] = {
+    "max": max,
+    "min": min,
+    "len": len,  # a list's length
+    # the power of two at or above n (codebooks that must be one, sized to hold a vocabulary)
+    "pow2": lambda n: 1 << max(0, int(n) - 1).bit_length(),
+}
 
 
 def _evaluate(expr: str, node: dict[str, Any], where: str) -> Any:
