@@ -429,7 +429,7 @@ def _tokenizer(model: Any, folder: Path, inputs: dict, report: VerifyReport, tru
     import torch
     from transformers import AutoTokenizer
 
-    from tinykit.tokenizer.check import PROBE, check_tokenizer
+    from tinykit.tokenizer.check import PROBE, check_tokenizer, encode
     from tinykit.tokenizer.source import has_tokenizer_files
 
     if not has_tokenizer_files(folder):
@@ -448,9 +448,8 @@ def _tokenizer(model: Any, folder: Path, inputs: dict, report: VerifyReport, tru
     report.problems += [f"tokenizer: {p}" for p in report.tokenizer.get("problems", [])]
     if "input_ids" not in inputs:
         return
-    ids = AutoTokenizer.from_pretrained(folder, trust_remote_code=trust)(
-        PROBE, return_tensors="pt"
-    )["input_ids"]
+    tok = AutoTokenizer.from_pretrained(folder, trust_remote_code=trust)
+    ids = encode(tok, PROBE, return_tensors="pt")["input_ids"]
     ids = ids[
         :, : getattr(model.config.get_text_config(decoder=True), "max_position_embeddings", None)
     ]
