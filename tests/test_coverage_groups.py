@@ -76,7 +76,7 @@ def test_any_resolution_grids_and_tower_layer_indexes_follow_the_tiny_tower():
 # One type per non-text fix: per-stage lists, BatchNorm backbones, a patch-merging tower alone,
 # an M-RoPE image-text model with its default mrope_section absent, log-mel features read time-major
 # (Parakeet) and with a required frame mask in whole attention chunks (Qwen3-ASR), a codec's
-# (batch, channels, samples) waveform (Mimi). The whole --all sweep is
+# (batch, channels, samples) waveform (Mimi), an image-text default given an image token (MiniCPM-V). The whole --all sweep is
 # `nox -s coverage -- --all` (TINYKIT_RUN_SWEEP=1 in tests/test_size.py runs the text one).
 SAMPLED = [
     "resnet",
@@ -86,6 +86,7 @@ SAMPLED = [
     "parakeet_encoder",
     "qwen3_asr_encoder",
     "mimi_encoder",
+    "minicpmv4_6",  # no image token by default; packed patches with a target_sizes grid
 ]
 
 
@@ -98,3 +99,46 @@ def test_sampled_non_text_types_pass_within_the_budget(classes):
     rows = list(sweep(SAMPLED, classes))
     assert [(r.model_type, r.reason) for r in rows if not r.ok] == []
     assert all(0 < r.weight_bytes <= MULTIMODAL_BUDGET for r in rows)
+
+
+def test_layers_that_read_another_layers_kv_keep_their_source():
+    from transformers import CONFIG_MAPPING
+
+    source = CONFIG_MAPPING["mistral_large4"]().text_config
+    assert source.kv_source_layers == list(range(72))  # every layer its own: one block type
+    text = _shrunk("mistral_large4").text_config
+    assert text.num_hidden_layers < 8
+    assert text.kv_source_layers == list(range(text.num_hidden_layers))
+    # a layer reusing layer 0's cache keeps layer 0, and points at its new index
+    from tinykit.model.layers import plan_layers
+    from tinykit.model.recipes import recipe_for
+
+    node = {"num_hidden_layers": 6, "kv_source_layers": [0, 1, 2, 3, 3, 5]}
+    plan = plan_layers(node, "num_hidden_layers", recipe_for("").layer_fields, "auto", "x")
+    assert plan.kept == (0, 3, 4) and plan.fields["kv_source_layers"] == [0, 1, 1]
+
+
+def test_tower_layer_indexes_in_sub_configs_and_the_tower_itself_fit_its_depth():
+    molmo = _shrunk("molmo2")  # the adapter reads layers [24, 18] of a 25-layer tower
+    depth = molmo.vision_config.num_hidden_layers
+    assert all(-depth <= i < depth for i in molmo.adapter_config.vision_feature_layer)
+    vision = _shrunk("mllama").vision_config  # its own [3, 7, 15, 23, 30]
+    assert len(vision.intermediate_layers_indices) == 5
+    assert all(0 <= i < vision.num_hidden_layers for i in vision.intermediate_layers_indices)
+
+
+def test_an_image_text_default_without_an_image_token_gets_one_inside_the_vocab():
+    from transformers import CONFIG_MAPPING
+
+    assert CONFIG_MAPPING["minicpmv4_6"]().image_token_id is None
+    config = _shrunk("minicpmv4_6")
+    assert 0 <= config.image_token_id < config.text_config.vocab_size
+
+
+def test_a_composite_without_a_tokenizer_entry_ships_its_text_towers():
+    from tinykit.tokenizer.train import class_for_model_type
+
+    assert class_for_model_type("vision-text-dual-encoder") == "BertTokenizer"  # BERT text tower
+    assert class_for_model_type("sam3_lite_text")  # its own text encoder: the default class
+    with pytest.raises(Exception, match="takes no text input"):
+        class_for_model_type("resnet")

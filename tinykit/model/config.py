@@ -13,9 +13,10 @@ import ast
 import copy
 import math
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from tinykit.errors import ShrinkConstraintError, UnsupportedModelError
 from tinykit.model.layers import LayerPlan, plan_layers
@@ -93,6 +94,7 @@ def shrink_config(
     vocab = None if faithful else vocab or spec.vocab
     ctx = _Context(spec, vocab, keep_depth, recipes, plans, used, remote_code is not None)
     _shrink_node(full, base, "", ctx)
+    _give_image_token(full, base)
     if vocab is not None:
         remap_token_ids(base, vocab, token_ids)
     try:
@@ -110,6 +112,20 @@ def shrink_config(
             constraint=str(e),
         ) from e
     return ShrunkConfig(config, plans, tuple(sorted(used)))
+
+
+def _give_image_token(full: dict[str, Any], base: dict[str, Any]) -> None:
+    """An image-text default whose image token the class leaves None (MiniCPM-V's, Nemotron-H
+    Omni's; every real config names one) ignores its vision tower: it gets the id just past the
+    source vocab, which the token-id remap then places at the tiny vocab's top."""
+    if "vision_config" not in full:
+        return
+    text = full.get("text_config")
+    source_vocab = (text if isinstance(text, dict) else full).get("vocab_size")
+    for key in ("image_token_id", "image_token_index"):
+        if key in full and full[key] is None and _is_int(source_vocab):
+            base[key] = source_vocab
+            return
 
 
 @dataclass
@@ -194,12 +210,19 @@ def _shrink_node(
     overrides.update(copy.deepcopy(recipe.set))
     merged = {**full, **shrunk_subs, **overrides}
     for key, expr in recipe.derive.items():
+        sub, _, leaf = key.partition(".")  # a dotted key sets a sub-config's value
+        if leaf and sub in shrunk_subs and leaf in shrunk_subs[sub]:
+            value = _evaluate(expr, merged, f"{path}{key}")
+            base[sub][leaf] = merged[sub][leaf] = value
+            continue
         if key not in full:
             continue
         overrides[key] = merged[key] = _evaluate(expr, merged, f"{path}{key}")
     _shrink_rope(merged, overrides, recipe)
     _media_token_defaults(full, merged, overrides)
     _clamp_tower_layers(merged, overrides, shrunk_subs.get("vision_config"), recipe)
+    if "vision_config" not in shrunk_subs:  # a tower's indexes into its own layers (Mllama's)
+        _clamp_tower_layers(merged, overrides, merged, recipe)
     _rescale_pinpoints(full, merged, overrides)
     _rescale_rope_positions(full, merged, overrides)
     base.update(overrides)
@@ -209,22 +232,24 @@ def _shrink_node(
 def _clamp_tower_layers(
     merged: dict[str, Any], overrides: dict[str, Any], tower: dict[str, Any] | None, recipe: Recipe
 ) -> None:
-    """Indexes into the shrunk vision tower's hidden states (VipLLaVA's five layers, Molmo2's
-    adapter's two) are clamped to its depth + 1 states, keeping their count and sign."""
+    """Indexes into the shrunk vision tower's layers or hidden states (VipLLaVA's five layers,
+    Molmo2's adapter's two) are clamped to its depth, keeping their count and sign."""
     depth = _first_int(tower or {}, recipe.knobs["layers"])
     if depth is None:
         return
     keys = recipe.layer_fields.get("tower_layer_refs", ())
 
+    # within the tower's layers (0 .. depth - 1): valid as a layer index (Molmo2 validates so)
+    # and as an index into its depth + 1 hidden states alike
     def clamp(v: int) -> int:
-        return max(v, -(depth + 1)) if v < 0 else min(v, depth)
+        return max(v, -depth) if v < 0 else min(v, depth - 1)
 
-    nodes = [
+    nodes = [  # the node, its settings dicts and sub-configs (Molmo2's adapter_config)
         ("", merged),
         *(
             (k, v)
             for k, v in merged.items()
-            if k.endswith("_config") and isinstance(v, dict) and "model_type" not in v
+            if k.endswith("_config") and isinstance(v, dict) and v is not tower
         ),
     ]
     for name, node in nodes:
@@ -319,7 +344,7 @@ def _shrink_entry(
     return {**entry, **values}
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -368,7 +393,8 @@ def _knob_values(full: dict[str, Any], recipe: Recipe, ctx: _Context) -> dict[st
     patches = bool(knob_keys["image_size"] or per_stage["image_size"]) or any(
         _is_int(full.get(k)) for k in PATCH_MERGING
     )
-    width = min([full[k] for k in knob_keys["width"]] + [spec.hidden])
+    # a width of 0 means "none" (DPR's projection_dim: no projection) and stays 0
+    width = min([full[k] for k in knob_keys["width"] if full[k] > 0] + [spec.hidden])
     heads_src = full[knob_keys["heads"][0]] if knob_keys["heads"] else None
     heads = _divisor_at_most(width, min(spec.heads, heads_src or spec.heads))
     experts = None
@@ -376,7 +402,7 @@ def _knob_values(full: dict[str, Any], recipe: Recipe, ctx: _Context) -> dict[st
         for key in keys:
             v = full[key]
             if knob == "width":
-                out[key] = width
+                out[key] = width if v > 0 else v
             elif knob == "heads":
                 out[key] = heads
             elif knob == "kv_heads":
@@ -576,6 +602,15 @@ _OPS = {
 }
 
 
+_CALLS: dict[str, Callable[..., Any]] = {
+    "max": max,
+    "min": min,
+    "len": len,  # a list's length
+    # the power of two at or above n (codebooks that must be one, sized to hold a vocabulary)
+    "pow2": lambda n: 1 << max(0, int(n) - 1).bit_length(),
+}
+
+
 def _evaluate(expr: str, node: dict[str, Any], where: str) -> Any:
     """Arithmetic over config keys (dotted names reach sub-configs) and numbers; nothing else.
     A float constant makes a float (xLSTM's width factors are typed float)."""
@@ -587,10 +622,16 @@ def _evaluate(expr: str, node: dict[str, Any], where: str) -> Any:
             return _OPS[type(n.op)](ev(n.left), ev(n.right))
         if isinstance(n, ast.Name):
             return node[n.id]
+        if isinstance(n, ast.Subscript):  # an entry of a list key: `subsampling_conv_channels[0]`
+            return ev(n.value)[ev(n.slice)]
         if isinstance(n, ast.Attribute):
             return ev(n.value)[n.attr]
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("max", "min"):
-            return {"max": max, "min": min}[n.func.id](*(ev(a) for a in n.args))
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in _CALLS:
+            return _CALLS[n.func.id](*(ev(a) for a in n.args))
+        if isinstance(n, ast.List):  # a per-level list (LW-DETR's projector_in_channels)
+            return [ev(e) for e in n.elts]
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
+            return -ev(n.operand)
         raise ValueError(f"unsupported expression element {ast.dump(n)}")
 
     try:

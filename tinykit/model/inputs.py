@@ -16,9 +16,10 @@ from typing import Any
 from tinykit.model.inputs_audio import feature_inputs, latent_inputs, waveform_inputs
 from tinykit.model.inputs_image import (
     GRID_INPUTS,
+    flattened_patch_inputs,
+    grid_inputs,
     image_inputs,
     image_side,
-    patch_grid_inputs,
     side_token_inputs,
     square_patches,
     video_inputs,
@@ -35,16 +36,28 @@ def media_inputs(model: Any, generator: Any, batch: int) -> tuple[dict[str, Any]
     config = model.config
     if "past_values" in params:  # a time-series forecaster: a lagged history and a horizon
         return _series(config, params, generator, batch)
-    if main == "input_values" or ("input_values" in params and "input_ids" not in params):
+    required = {
+        n for n, p in inspect.signature(model.forward).parameters.items() if p.default is p.empty
+    }
+    # a waveform beside token ids where the forward requires both (PE Audio's)
+    if (
+        main == "input_values"
+        or ("input_values" in params and "input_ids" not in params)
+        or ("input_values" in required)
+    ):
         return waveform_inputs(model, config, params, generator, batch)
     if main == "input_features":
         return feature_inputs(model, config, params, generator, batch)
+    if main == "flattened_patches":  # Pix2Struct's rows of (position, patch pixels)
+        return flattened_patch_inputs(
+            config, getattr(config, "vision_config", config), params, generator, batch
+        )
     if main == "latents":  # a codec's decoder alone: continuous latent frames
         return latent_inputs(model, config, generator, batch)
     vision = getattr(config, "vision_config", None) or config
     grid = next((g for g in GRID_INPUTS if g in params), None)
     if grid is not None:  # a patch-merging tower alone (Qwen2-VL's): flattened patches + grid
-        patches, how = patch_grid_inputs(vision, params, grid, generator, batch)
+        patches, how = grid_inputs(model, vision, params, grid, generator, batch)
         return square_patches(model, vision, patches), how
     if "pixel_values_videos" in params and "pixel_values" not in params:
         return video_inputs(config, vision, "pixel_values_videos", params, generator, batch)
@@ -52,10 +65,17 @@ def media_inputs(model: Any, generator: Any, batch: int) -> tuple[dict[str, Any]
         return video_inputs(config, vision, "pixel_values", params, generator, batch)
     has_tower = getattr(config, "vision_config", None) is not None  # None: a text-only default
     if "pixel_values" in params and (
-        main == "pixel_values" or image_side(vision) is not None or has_tower
+        main == "pixel_values" or image_side(vision) is not None or has_tower or _required(model)
     ):
         return image_inputs(model, config, vision, params, generator, batch)
     return {}, ""
+
+
+def _required(model: Any) -> bool:
+    """Pixels are the forward's first required argument (a tower alone without an image size,
+    Gemma 4's, whose main input name is left at input_ids)."""
+    param = inspect.signature(model.forward).parameters.get("pixel_values")
+    return param is not None and param.default is inspect.Parameter.empty
 
 
 def _series(config, params, generator, batch) -> tuple[dict[str, Any], str]:
@@ -72,6 +92,8 @@ def _series(config, params, generator, batch) -> tuple[dict[str, Any], str]:
     future = setting("prediction_length")
     variates = setting("input_size")
     per_step = (variates,) if variates > 1 else ()  # one variate: no trailing axis
+    if setting("num_input_channels"):  # PatchTST's (batch, steps, channels), one channel too
+        per_step = (setting("num_input_channels"),)
     times = setting("num_time_features")
     inputs = {
         "past_values": torch.randn(batch, past, *per_step, generator=generator),

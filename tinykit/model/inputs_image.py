@@ -10,8 +10,9 @@ from typing import Any
 
 from tinykit.model.processors import is_int, keep_accepted, processors, runs
 
-GRID_INPUTS = ("grid_thw", "image_grid_thw")
-"""Forward arguments naming each image's (t, h, w) patch grid, beside its flattened patches."""
+GRID_INPUTS = ("grid_thw", "image_grid_thw", "image_grid_hw")
+"""Forward arguments naming each image's (t, h, w) patch grid, beside its flattened patches
+(`_hw`: the (h, w) grid alone, Nemotron-H Omni's)."""
 
 
 def image_features_getter(model: Any) -> Any:
@@ -20,6 +21,17 @@ def image_features_getter(model: Any) -> Any:
     return getattr(model, "get_image_features", None) or getattr(
         getattr(model, "base_model", None), "get_image_features", None
     )
+
+
+def getter_params(model: Any) -> set[str]:
+    """What the image-feature getter reads: a head's that passes **kwargs on reads its base
+    model's too (VideoLLaMA 3's `image_merge_sizes`)."""
+    found: set[str] = set()
+    for owner in (model, getattr(model, "base_model", None)):
+        getter = getattr(owner, "get_image_features", None)
+        if callable(getter):
+            found |= set(inspect.signature(getter).parameters)
+    return found
 
 
 def image_side(vision: Any) -> int | None:
@@ -81,27 +93,46 @@ def image_inputs(model, config, vision, params, generator, batch) -> tuple[dict[
             break
     getter = image_features_getter(model)
     reads = params | (set(inspect.signature(getter).parameters) if callable(getter) else set())
+    if not inputs and "target_sizes" in getter_params(model):  # MiniCPM-V's packed patches
+        return packed_patch_inputs(config, vision, generator, batch)
     if not inputs and "image_grid_thw" in reads:  # a patch-merging model without a processor
-        grid = patch_grid_inputs(vision, params, "image_grid_thw", generator, batch)
-        return square_patches(model, vision, grid[0]), grid[1]
+        patches, how = grid_inputs(model, vision, params, "image_grid_thw", generator, batch)
+        return square_patches(model, vision, patches), how
     if not inputs and "spatial_shapes" in reads:  # native-resolution patches, no processor
         return native_patch_inputs(vision, generator, batch)
     if not inputs:
+        if image_side(vision) is None and model.main_input_name == "pixel_values":
+            size = _runnable_side(model, channels, batch)
         pixels = torch.randn(batch, channels, size, size, generator=generator)
         # (batch, images, channels, h, w) where the tower reads several images per sample and
         # not one (Idefics3; ModernVBERT and UltraVBERT, whose processors need torchvision)
         several = pixels[:, None]
-        side = side_token_inputs(model, generator, batch, 8)  # InstructBLIP-Video's instruction
+        instruction = side_token_inputs(model, generator, batch, 8)  # InstructBLIP-Video's
         if (
             callable(getter)
-            and not runs(getter, {"pixel_values": pixels, **side})
-            and runs(getter, {"pixel_values": several, **side})
+            and not runs(getter, {"pixel_values": pixels, **instruction})
+            and runs(getter, {"pixel_values": several, **instruction})
         ):
             pixels = several
         elif not callable(getter) and "image_attention_mask" in params:
             pixels = several  # a text-to-images attention mask (IDEFICS's): images per sample
         inputs["pixel_values"] = pixels
     return inputs, how
+
+
+RANDOM_SIDES = (32, 64, 128)
+"""Image sides tried, smallest first, for a tower whose config names none."""
+
+
+def _runnable_side(model: Any, channels: int, batch: int) -> int:
+    """The smallest side of RANDOM_SIDES the tower runs on: a config without an image side
+    (text recognisers, whose processors make 48 x 320 images) may downsample 32 pixels away."""
+    import torch
+
+    for side in RANDOM_SIDES:
+        if runs(model, {"pixel_values": torch.zeros(batch, channels, side, side)}):
+            return side
+    return RANDOM_SIDES[0]
 
 
 def _patchified(processor: Any, raw: Any) -> dict[str, Any]:
@@ -138,8 +169,88 @@ def patch_grid_inputs(vision, params, grid_key, generator, batch) -> tuple[dict[
     rows = batch * side * side
     key = "hidden_states" if "hidden_states" in params else "pixel_values"
     patches = torch.randn(rows, channels * temporal * patch * patch, generator=generator)
-    grid = torch.tensor([[1, side, side]] * batch)
-    return {key: patches, grid_key: grid}, "random"
+    grid = torch.tensor(
+        [[1, side, side][-2:] if grid_key.endswith("_hw") else [1, side, side]] * batch
+    )
+    out = {key: patches, grid_key: grid}
+    for name in ("merge_sizes", "image_merge_sizes"):  # each image's merge window (VideoLLaMA 3's)
+        if name in params:
+            out[name] = torch.tensor([side // 2] * batch)
+    return out, "random"
+
+
+def flattened_patch_inputs(config, vision, params, generator, batch) -> tuple[dict[str, Any], str]:
+    """Pix2Struct's variable-resolution input: up to 16 patches per image, each a row of its
+    (row, column) position and its patch x patch pixels, as wide as the tower's patch embedding
+    reads (`patch_embed_hidden_size`), through the type's image processor where it builds."""
+    import numpy as np
+    import torch
+
+    width = getattr(vision, "patch_embed_hidden_size", None)
+    width = width if is_int(width) else 3 * 16 * 16
+    patch, rows = max(1, int((width // 3) ** 0.5)), 16
+    rng = np.random.default_rng(int(torch.randint(0, 2**31, (1,), generator=generator)))
+    images = [rng.integers(0, 256, (4 * patch, 4 * patch, 3), dtype=np.uint8) for _ in range(batch)]
+    geometry = {"patch_size": {"height": patch, "width": patch}, "max_patches": rows}
+    for processor in processors("image", config.model_type, geometry):
+        try:
+            out = keep_accepted(
+                processor(images=images, return_tensors="pt", max_patches=rows), params
+            )
+        except Exception:  # this geometry does not suit the processor: random rows instead
+            continue
+        if (
+            out.get("flattened_patches") is not None
+            and out["flattened_patches"].shape[-1] == 2 + width
+        ):
+            return out, f"processor {type(processor).__name__}"
+    side = int(rows**0.5)
+    positions = torch.tensor([[r, c] for r in range(1, side + 1) for c in range(1, side + 1)])
+    pixels = torch.randn(batch, rows, width, generator=generator)
+    patches = torch.cat([positions.expand(batch, rows, 2).float(), pixels], dim=-1)
+    return {"flattened_patches": patches, "attention_mask": torch.ones(batch, rows)}, "random"
+
+
+def packed_patch_inputs(config, vision, generator, batch) -> tuple[dict[str, Any], str]:
+    """What MiniCPM-V's processor emits: every image's patches side by side in one strip of
+    patch-high pixels (batch of one), and each image's (h, w) patch grid in `target_sizes`,
+    whole merge windows (merge_kernel_size, merged twice) wide."""
+    import torch
+
+    patch = getattr(vision, "patch_size", 8)
+    kernel = getattr(config, "merge_kernel_size", None) or (2, 2)
+    side = int(kernel[0]) ** 2
+    channels = getattr(vision, "num_channels", 3) or 3
+    width = batch * side * side * patch
+    pixels = torch.randn(1, channels, patch, width, generator=generator)
+    return {"pixel_values": pixels, "target_sizes": torch.tensor([[side, side]] * batch)}, "random"
+
+
+def grid_inputs(model, vision, params, grid_key, generator, batch) -> tuple[dict[str, Any], str]:
+    """Patch-grid inputs in the layout the model's image features read: what its forward and its
+    `get_image_features` name (VideoLLaMA 3's merge sizes), patches unflattened where needed."""
+    getter = image_features_getter(model)
+    reads = getter_params(model)
+    patches, how = patch_grid_inputs(vision, params | reads, grid_key, generator, batch)
+    return _unflattened_if_needed(getter, vision, patches), how
+
+
+def _unflattened_if_needed(getter: Any, vision: Any, inputs: dict[str, Any]) -> dict[str, Any]:
+    """Patches as (rows, channels, patch, patch), or with a leading batch of one, where the tower
+    reads them unflattened (PaddleOCR-VL's embeddings) and not as rows of values."""
+    pixels = inputs.get("pixel_values")
+    channels = getattr(vision, "num_channels", 3)
+    if not callable(getter) or pixels is None or not is_int(channels) or runs(getter, inputs):
+        return inputs
+    patch = int((pixels.shape[-1] // channels) ** 0.5)
+    if patch * patch * channels != pixels.shape[-1]:
+        return inputs
+    for lead in ((), (1,)):
+        shape = (*lead, pixels.shape[0], channels, patch, patch)
+        stacked = {**inputs, "pixel_values": pixels.reshape(shape)}
+        if runs(getter, stacked):
+            return stacked
+    return inputs
 
 
 def video_inputs(config, vision, key, params, generator, batch) -> tuple[dict[str, Any], str]:
@@ -169,7 +280,7 @@ def image_feature_count(model: Any, pixels: dict[str, Any]) -> int:
     import torch
 
     getter = image_features_getter(model)
-    accepted = set(inspect.signature(getter).parameters)
+    accepted = getter_params(model)
     with torch.no_grad():
         features = getter(**{k: v for k, v in pixels.items() if k in accepted})
     if not isinstance(features, torch.Tensor | list | tuple):  # a ModelOutput

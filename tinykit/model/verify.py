@@ -214,6 +214,7 @@ def make_inputs(model: Any, generator: Any) -> tuple[dict[str, Any], dict[str, A
     import torch
 
     from tinykit.model.inputs import media_inputs, side_token_inputs
+    from tinykit.model.inputs_declared import declared_inputs
     from tinykit.model.inputs_image import image_position_inputs, image_token, image_token_ids
 
     config = model.config
@@ -233,15 +234,24 @@ def make_inputs(model: Any, generator: Any) -> tuple[dict[str, Any], dict[str, A
             ids, masks = image_position_inputs(model, media, ids)
             inputs.update(masks)
             if "mm_token_type_ids" in params:  # M-RoPE models mark which positions are image
-                inputs["mm_token_type_ids"] = (ids == image_token(config)).long()
+                token = image_token(config)  # (none: a default without image tokens, MiniCPM-V's)
+                inputs["mm_token_type_ids"] = (ids == (-1 if token is None else token)).long()
         inputs["input_ids"] = ids
+    # what else the forward requires: recipe-declared tensors (boxes, states), embeddings
+    inputs.update(declared_inputs(model, inputs, generator, BATCH, ids.shape[1]))
     labels: dict[str, Any] = {}
     if "return_loss" in params:
         labels["return_loss"] = True
+    elif "labels" in params and _reads_targets(params["labels"]):
+        pixels = media.get("pixel_values")
+        side = tuple(pixels.shape[-2:]) if pixels is not None else (32, 32)
+        labels["labels"] = _detection_targets(config, side, generator)
+    elif "labels" in params and _is_transducer(config, params):
+        labels["labels"], inputs["decoder_input_ids"] = _transducer_labels(config, vocab, generator)
     elif (
         "labels" in params
         and getattr(config, "is_encoder_decoder", False)
-        and not _is_classifier(model)
+        and not _is_classifier(model)  # a detector's labels are boxes (Grounding DINO's)
     ):
         # a multi-codebook decoder (MusicGen's) reads (batch * codebooks, seq) token rows and is
         # trained on (batch, seq, codebooks) labels
@@ -253,9 +263,78 @@ def make_inputs(model: Any, generator: Any) -> tuple[dict[str, Any], dict[str, A
         inputs["decoder_input_ids"] = torch.randint(
             0, vocab, (BATCH * (codebooks or 1), SEQ // 2), generator=generator
         )
+    elif "labels" in params and "input_ids" in inputs and _reads_latent_frames(config):
+        inputs["input_ids"], labels["labels"] = _latent_frames(config, ids, generator)
     elif "labels" in params and "input_ids" in inputs and not _is_classifier(model):
         labels["labels"] = _labels_like(config, ids)
     return inputs, labels
+
+
+def _reads_targets(param: inspect.Parameter) -> bool:
+    """Labels annotated as a list of dicts: a detector's per-image targets (DETR's, RT-DETR's),
+    not token ids, even where the config calls the model an encoder-decoder."""
+    return "list[dict" in str(param.annotation)
+
+
+def _detection_targets(config: Any, side: tuple[int, ...], generator: Any) -> list[dict[str, Any]]:
+    """Two objects per image: class ids below num_labels, boxes as (cx, cy, w, h) in (0, 1), and
+    masks at the image's size (instance segmentation heads, RF-DETR's, score them)."""
+    import torch
+
+    classes = max(1, getattr(config, "num_labels", 1) or 1)
+    targets = []
+    for _ in range(BATCH):
+        centers = torch.rand(2, 2, generator=generator) * 0.5 + 0.25
+        sides = torch.rand(2, 2, generator=generator) * 0.4 + 0.1
+        labels = torch.randint(0, classes, (2,), generator=generator)
+        masks = (torch.rand(2, *side, generator=generator) > 0.5).float()
+        boxes = torch.cat([centers, sides], dim=1)
+        targets.append({"class_labels": labels, "boxes": boxes, "masks": masks})
+    return targets
+
+
+def _is_transducer(config: Any, params: Any) -> bool:
+    """An RNN-T/TDT model: a blank token and a prediction network read decoder_input_ids."""
+    blank = getattr(config, "blank_token_id", None)
+    return isinstance(blank, int) and "decoder_input_ids" in params
+
+
+def _transducer_labels(config: Any, vocab: int, generator: Any) -> tuple[Any, Any]:
+    """Labels of SEQ // 2 non-blank, non-pad tokens and the prediction network's input: the
+    blank (start) token, then the labels (its joint output scores U + 1 label positions)."""
+    import torch
+
+    reserved = {getattr(config, k, None) for k in ("blank_token_id", "pad_token_id")}
+    allowed = torch.tensor([i for i in range(vocab) if i not in reserved])
+    picks = torch.randint(0, len(allowed), (BATCH, SEQ // 2), generator=generator)
+    labels = allowed[picks]
+    start = torch.full((BATCH, 1), config.blank_token_id, dtype=torch.long)
+    return labels, torch.cat([start, labels], dim=1)
+
+
+LATENT_FRAME_KEYS = ("audio_bos_token_id", "audio_latent_token_id", "latent_dim")
+"""A TTS decoder trained on continuous latent frames (Pocket-TTS's, Gradium's) names its audio
+start and frame tokens and the latent width."""
+
+
+def _reads_latent_frames(config: Any) -> bool:
+    return all(isinstance(getattr(config, k, None), int) for k in LATENT_FRAME_KEYS)
+
+
+def _latent_frames(config: Any, ids: Any, generator: Any) -> tuple[Any, Any]:
+    """Text, the audio start token closing the first half (generate's prompt ends there, as such
+    a model's processor writes it), one frame token per target latent, and the target latents
+    (batch, frames, latent_dim) the flow head is trained on."""
+    import torch
+
+    special = [v for k, v in vars(config).items() if k.endswith("_token_id") and isinstance(v, int)]
+    plain = next(i for i in range(ids.max().item() + 2) if i not in special)
+    ids = ids.masked_fill(torch.isin(ids, torch.tensor(special)), plain)
+    half = ids.shape[1] // 2
+    ids[:, half - 1] = config.audio_bos_token_id
+    ids[:, half:] = config.audio_latent_token_id
+    frames = torch.randn(ids.shape[0], ids.shape[1] - half, config.latent_dim, generator=generator)
+    return ids, frames
 
 
 def _recipe_input(config: Any, name: str) -> int | None:
@@ -277,6 +356,9 @@ def _sequence_length(config: Any) -> int:
 def _labels_like(config: Any, ids: Any) -> Any:
     """Labels = the input ids, in the layout the family's recipe names ([inputs]): MusicGen's
     decoders read (batch * codebooks, seq) ids and score (batch, seq, codebooks) labels."""
+    frames = _recipe_input(config, "labels_as_frames")
+    if frames is not None:  # CSM: (batch, seq, codebooks) codes below the codebook vocab_size
+        return (ids % config.vocab_size).unsqueeze(-1).repeat(1, 1, frames)
     codebooks = _recipe_input(config, "labels_per_codebook")
     if codebooks is None:
         return ids
@@ -286,8 +368,14 @@ def _labels_like(config: Any, ids: Any) -> Any:
 def _is_classifier(model: Any) -> bool:
     return any(
         s in type(model).__name__
-        # (a detector's labels are per-image box dicts, not token ids: it trains on its outputs)
-        for s in ("ForSequenceClassification", "ForTokenClassification", "ForObjectDetection")
+        # (a VQA head scores (batch, answers) soft targets, ViLT's; a detector's labels are
+        # per-image box dicts, not token ids: it trains on its outputs)
+        for s in (
+            "ForSequenceClassification",
+            "ForTokenClassification",
+            "ForQuestionAnswering",
+            "ForObjectDetection",
+        )
     )
 
 
@@ -300,7 +388,9 @@ def _train_step(model: Any, inputs: dict, labels: dict, report: VerifyReport) ->
     finally:
         with _no_grad():
             for name, buffer in model.named_buffers():
-                if name in buffers:
+                # a table regrown to the input's length (Seamless M4T's sinusoidal positions) is
+                # recomputed, not trained: it stays
+                if name in buffers and buffer.shape == buffers[name].shape:
                     buffer.copy_(buffers[name])
 
 
@@ -355,7 +445,9 @@ def _differentiable(out: Any) -> Any:
     """The first output the weights have a gradient path to (SuperPoint returns its keypoint
     coordinates, which have none, before its scores)."""
     tensors = list(_float_tensors(out))
-    return next((t for t in tensors if t.requires_grad), tensors[0])
+    # (and finite: Grounding DINO's logits are -inf at masked text positions)
+    finite = [t for t in tensors if t.requires_grad and bool(t.isfinite().all())]
+    return next(iter(finite), next((t for t in tensors if t.requires_grad), tensors[0]))
 
 
 def _seeded(model: Any, inputs: dict) -> Any:
@@ -369,10 +461,13 @@ def _float_tensors(out: Any) -> Any:
     """Floating tensors of a model output in order, nested tuples and outputs included (MGP-STR
     returns its logits as a tuple of three heads)."""
     import torch
+    from transformers.cache_utils import Cache
 
     if isinstance(out, torch.Tensor):
         if out.is_floating_point():
             yield out
+        return
+    if isinstance(out, Cache):  # the KV cache a forward returns is no output to train
         return
     values = out.values() if hasattr(out, "values") else out
     if isinstance(values, str) or not hasattr(values, "__iter__"):
@@ -429,6 +524,7 @@ def _tokenizer(model: Any, folder: Path, inputs: dict, report: VerifyReport, tru
     import torch
     from transformers import AutoTokenizer
 
+    from tinykit.model.inputs_declared import declared_inputs
     from tinykit.tokenizer.check import PROBE, check_tokenizer, encode
     from tinykit.tokenizer.source import has_tokenizer_files
 
@@ -455,7 +551,13 @@ def _tokenizer(model: Any, folder: Path, inputs: dict, report: VerifyReport, tru
     ]
     try:
         with torch.no_grad():
-            logits = _first_tensor(model(**_probe_inputs(model, inputs, ids.repeat(BATCH, 1))))
+            probe = _probe_inputs(model, inputs, ids.repeat(BATCH, 1))
+            # declared per-token tensors (boxes) follow the probe's length
+            again = declared_inputs(
+                model, {"input_ids": ids}, torch.Generator(), BATCH, ids.shape[1]
+            )
+            probe.update({k: v for k, v in again.items() if k in probe})
+            logits = _first_tensor(model(**probe))
         report.tokenizer["forward"] = {
             "tokens": ids.shape[1],
             "finite": bool(torch.isfinite(logits).all()),
