@@ -60,14 +60,14 @@ def class_for_model_type(model_type: str) -> str:
         name = next((n for n in name if n), None)
     if name is not None and name not in _GENERIC and _trainable(name):
         return name
-    if model_type in _text_model_types() or _is_text_tower(model_type) or _reads_text(model_type):
-        return _DEFAULT_CLASS
     text_tower = _text_tower_type(model_type)
     if text_tower is not None:  # a composite without its own entry reads its text tower's ids
         try:
             return class_for_model_type(text_tower)
         except UnsupportedModelError:  # a tower without an entry of its own either
             return _DEFAULT_CLASS
+    if model_type in _text_model_types() or _is_text_tower(model_type) or _reads_text(model_type):
+        return _DEFAULT_CLASS
     raise UnsupportedModelError(
         f"model_type {model_type!r} takes no text input, so it has no tokenizer. "
         "Only text, multimodal and speech-to-text architectures get a tiny tokenizer. "
