@@ -94,7 +94,6 @@ def shrink_config(
     vocab = None if faithful else vocab or spec.vocab
     ctx = _Context(spec, vocab, keep_depth, recipes, plans, used, remote_code is not None)
     _shrink_node(full, base, "", ctx)
-    _give_image_token(full, base)
     if vocab is not None:
         remap_token_ids(base, vocab, token_ids)
     try:
@@ -112,20 +111,6 @@ def shrink_config(
             constraint=str(e),
         ) from e
     return ShrunkConfig(config, plans, tuple(sorted(used)))
-
-
-def _give_image_token(full: dict[str, Any], base: dict[str, Any]) -> None:
-    """An image-text default whose image token the class leaves None (MiniCPM-V's, Nemotron-H
-    Omni's; every real config names one) ignores its vision tower: it gets the id just past the
-    source vocab, which the token-id remap then places at the tiny vocab's top."""
-    if "vision_config" not in full:
-        return
-    text = full.get("text_config")
-    source_vocab = (text if isinstance(text, dict) else full).get("vocab_size")
-    for key in ("image_token_id", "image_token_index"):
-        if key in full and full[key] is None and _is_int(source_vocab):
-            base[key] = source_vocab
-            return
 
 
 @dataclass
@@ -214,6 +199,7 @@ def _shrink_node(
             continue
         overrides[key] = merged[key] = _evaluate(expr, merged, f"{path}{key}")
     _shrink_rope(merged, overrides, recipe)
+    _media_token_defaults(full, merged, overrides)
     _clamp_tower_layers(merged, overrides, shrunk_subs.get("vision_config"), recipe)
     if "vision_config" not in shrunk_subs:  # a tower's indexes into its own layers (Mllama's)
         _clamp_tower_layers(merged, overrides, merged, recipe)
@@ -255,6 +241,25 @@ def _clamp_tower_layers(
                     overrides[name] = merged[name] = {**node, key: fixed}
                 else:
                     overrides[key] = merged[key] = fixed
+
+
+MEDIA_TOKEN_KEYS = ("image_token_index", "image_token_id", "video_token_index", "video_token_id")
+
+
+def _media_token_defaults(
+    full: dict[str, Any], merged: dict[str, Any], overrides: dict[str, Any]
+) -> None:
+    """A media placeholder id the class leaves None (BLIP-2's, InstructBLIP's `image_token_index`)
+    is one every real checkpoint sets (its processor adds the token): the model cannot place
+    image features without it. It gets the text vocabulary's last id, which the token remap
+    moves to the tiny vocabulary's top with the other special tokens."""
+    text = full.get("text_config")
+    vocab = (text or {}).get("vocab_size") if isinstance(text, dict) else full.get("vocab_size")
+    if not isinstance(vocab, int) or not _is_int(vocab):
+        return
+    for key in MEDIA_TOKEN_KEYS:
+        if key in full and full[key] is None and key not in overrides:
+            overrides[key] = merged[key] = vocab - 1 - MEDIA_TOKEN_KEYS.index(key) // 2
 
 
 def _rescale_pinpoints(
@@ -368,7 +373,8 @@ def _knob_values(full: dict[str, Any], recipe: Recipe, ctx: _Context) -> dict[st
     patches = bool(knob_keys["image_size"] or per_stage["image_size"]) or any(
         _is_int(full.get(k)) for k in PATCH_MERGING
     )
-    width = min([full[k] for k in knob_keys["width"]] + [spec.hidden])
+    # a width of 0 means "none" (DPR's projection_dim: no projection) and stays 0
+    width = min([full[k] for k in knob_keys["width"] if full[k] > 0] + [spec.hidden])
     heads_src = full[knob_keys["heads"][0]] if knob_keys["heads"] else None
     heads = _divisor_at_most(width, min(spec.heads, heads_src or spec.heads))
     experts = None
@@ -376,7 +382,7 @@ def _knob_values(full: dict[str, Any], recipe: Recipe, ctx: _Context) -> dict[st
         for key in keys:
             v = full[key]
             if knob == "width":
-                out[key] = width
+                out[key] = width if v > 0 else v
             elif knob == "heads":
                 out[key] = heads
             elif knob == "kv_heads":
@@ -552,7 +558,18 @@ def _split_like(parts: list[int], total: int) -> list[int]:
         : total - sum(out)
     ]:
         out[i] += 1
-    return out
+    return _equal_parts_kept(parts, out)
+
+
+def _equal_parts_kept(parts: list[int], out: list[int]) -> list[int]:
+    """Sections equal in the source stay equal (ERNIE-4.5-VL interleaves its height and width
+    frequencies pairwise), the remainder going to a section of its own size, where there is one."""
+    unique = [i for i in range(len(parts)) if parts.count(parts[i]) == 1]
+    if not unique:
+        return out
+    fixed = [min(out[j] for j in range(len(parts)) if parts[j] == p) for p in parts]
+    fixed[max(unique, key=lambda i: parts[i])] += sum(out) - sum(fixed)
+    return fixed
 
 
 _OPS = {
@@ -565,7 +582,7 @@ _OPS = {
 }
 
 
-_CALLS: dict[str, Callable[..., Any]] = {"max": max, "min": min, "len": len}
+_CALLS: dict[str, Callable[..., Any]] = {"max": max, "min": min, "len": len}  # len: list length
 
 
 def _evaluate(expr: str, node: dict[str, Any], where: str) -> Any:
@@ -579,10 +596,16 @@ def _evaluate(expr: str, node: dict[str, Any], where: str) -> Any:
             return _OPS[type(n.op)](ev(n.left), ev(n.right))
         if isinstance(n, ast.Name):
             return node[n.id]
+        if isinstance(n, ast.Subscript):  # an entry of a list key: `subsampling_conv_channels[0]`
+            return ev(n.value)[ev(n.slice)]
         if isinstance(n, ast.Attribute):
             return ev(n.value)[n.attr]
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in _CALLS:
             return _CALLS[n.func.id](*(ev(a) for a in n.args))
+        if isinstance(n, ast.List):  # a per-level list (LW-DETR's projector_in_channels)
+            return [ev(e) for e in n.elts]
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
+            return -ev(n.operand)
         raise ValueError(f"unsupported expression element {ast.dump(n)}")
 
     try:

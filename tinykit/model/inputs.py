@@ -20,9 +20,12 @@ from tinykit.model.inputs_image import (
     grid_inputs,
     image_inputs,
     image_side,
+    side_token_inputs,
     video_inputs,
 )
 from tinykit.model.processors import is_int
+
+__all__ = ["media_inputs", "side_token_inputs"]
 
 
 def media_inputs(model: Any, generator: Any, batch: int) -> tuple[dict[str, Any], str]:
@@ -60,10 +63,17 @@ def media_inputs(model: Any, generator: Any, batch: int) -> tuple[dict[str, Any]
         return video_inputs(config, vision, "pixel_values", params, generator, batch)
     has_tower = getattr(config, "vision_config", None) is not None  # None: a text-only default
     if "pixel_values" in params and (
-        main == "pixel_values" or image_side(vision) is not None or has_tower
+        main == "pixel_values" or image_side(vision) is not None or has_tower or _required(model)
     ):
         return image_inputs(model, config, vision, params, generator, batch)
     return {}, ""
+
+
+def _required(model: Any) -> bool:
+    """Pixels are the forward's first required argument (a tower alone without an image size,
+    Gemma 4's, whose main input name is left at input_ids)."""
+    param = inspect.signature(model.forward).parameters.get("pixel_values")
+    return param is not None and param.default is inspect.Parameter.empty
 
 
 def _series(config, params, generator, batch) -> tuple[dict[str, Any], str]:
@@ -80,6 +90,8 @@ def _series(config, params, generator, batch) -> tuple[dict[str, Any], str]:
     future = setting("prediction_length")
     variates = setting("input_size")
     per_step = (variates,) if variates > 1 else ()  # one variate: no trailing axis
+    if setting("num_input_channels"):  # PatchTST's (batch, steps, channels), one channel too
+        per_step = (setting("num_input_channels"),)
     times = setting("num_time_features")
     inputs = {
         "past_values": torch.randn(batch, past, *per_step, generator=generator),

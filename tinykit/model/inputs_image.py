@@ -64,6 +64,12 @@ def image_inputs(model, config, vision, params, generator, batch) -> tuple[dict[
     pixels_budget = {"shortest_edge": step * step, "longest_edge": 4 * step * step}
     # any-resolution tiles (LLaVA-NeXT), rescaled to the tiny image side by the config shrink
     tiles = {"image_grid_pinpoints": getattr(config, "image_grid_pinpoints", None)}
+    # a second tower's own image side (DeepSeek-VL-Hybrid's high_res_vision_config: the
+    # processor's high_res_size)
+    for key in [k for k in vars(config) if k.endswith("_vision_config") and k != "vision_config"]:
+        side = image_side(getattr(config, key))
+        if side is not None:
+            tiles[f"{key.removesuffix('_vision_config')}_size"] = {"height": side, "width": side}
     geometries = (
         {"size": square, "crop_size": square, "patch_size": patch, "merge_size": merge, **tiles},
         {"size": pixels_budget, "patch_size": patch, "merge_size": merge, **tiles},
@@ -91,6 +97,8 @@ def image_inputs(model, config, vision, params, generator, batch) -> tuple[dict[
         return packed_patch_inputs(config, vision, generator, batch)
     if not inputs and "image_grid_thw" in reads:  # a patch-merging model without a processor
         return grid_inputs(model, vision, params, "image_grid_thw", generator, batch)
+    if not inputs and "spatial_shapes" in reads:  # native-resolution patches, no processor
+        return native_patch_inputs(vision, generator, batch)
     if not inputs:
         if image_side(vision) is None and model.main_input_name == "pixel_values":
             size = _runnable_side(model, channels, batch)
@@ -98,12 +106,15 @@ def image_inputs(model, config, vision, params, generator, batch) -> tuple[dict[
         # (batch, images, channels, h, w) where the tower reads several images per sample and
         # not one (Idefics3; ModernVBERT and UltraVBERT, whose processors need torchvision)
         several = pixels[:, None]
+        instruction = side_token_inputs(model, generator, batch, 8)  # InstructBLIP-Video's
         if (
             callable(getter)
-            and not runs(getter, {"pixel_values": pixels})
-            and runs(getter, {"pixel_values": several})
+            and not runs(getter, {"pixel_values": pixels, **instruction})
+            and runs(getter, {"pixel_values": several, **instruction})
         ):
             pixels = several
+        elif not callable(getter) and "image_attention_mask" in params:
+            pixels = several  # a text-to-images attention mask (IDEFICS's): images per sample
         inputs["pixel_values"] = pixels
     return inputs, how
 
@@ -163,6 +174,8 @@ def patch_grid_inputs(vision, params, grid_key, generator, batch) -> tuple[dict[
     out = {key: patches, grid_key: grid}
     if "image_merge_sizes" in params:  # each image's merge window (VideoLLaMA 3's)
         out["image_merge_sizes"] = torch.tensor([side // 2] * batch)
+    if "merge_sizes" in params:  # each image's merge window, beside its grid (VideoLLaMA3's)
+        out["merge_sizes"] = torch.tensor([side // 2] * batch)
     return out, "random"
 
 
@@ -173,8 +186,8 @@ def flattened_patch_inputs(config, vision, params, generator, batch) -> tuple[di
     import numpy as np
     import torch
 
-    width = getattr(vision, "patch_embed_hidden_size", None)
-    width = width if is_int(width) else 3 * 16 * 16
+    found = getattr(vision, "patch_embed_hidden_size", None)
+    width = found if isinstance(found, int) and is_int(found) else 3 * 16 * 16
     patch, rows = max(1, int((width // 3) ** 0.5)), 16
     rng = np.random.default_rng(int(torch.randint(0, 2**31, (1,), generator=generator)))
     images = [rng.integers(0, 256, (4 * patch, 4 * patch, 3), dtype=np.uint8) for _ in range(batch)]
@@ -215,29 +228,10 @@ def packed_patch_inputs(config, vision, generator, batch) -> tuple[dict[str, Any
 
 def grid_inputs(model, vision, params, grid_key, generator, batch) -> tuple[dict[str, Any], str]:
     """Patch-grid inputs in the layout the model's image features read: what its forward and its
-    `get_image_features` name (VideoLLaMA 3's merge sizes), patches unflattened where needed."""
-    getter = image_features_getter(model)
+    `get_image_features` name (VideoLLaMA 3's merge sizes), patches squared where needed."""
     reads = getter_params(model)
     patches, how = patch_grid_inputs(vision, params | reads, grid_key, generator, batch)
-    return _unflattened_if_needed(getter, vision, patches), how
-
-
-def _unflattened_if_needed(getter: Any, vision: Any, inputs: dict[str, Any]) -> dict[str, Any]:
-    """Patches as (rows, channels, patch, patch), or with a leading batch of one, where the tower
-    reads them unflattened (PaddleOCR-VL's embeddings) and not as rows of values."""
-    pixels = inputs.get("pixel_values")
-    channels = getattr(vision, "num_channels", 3)
-    if not callable(getter) or pixels is None or not is_int(channels) or runs(getter, inputs):
-        return inputs
-    patch = int((pixels.shape[-1] // channels) ** 0.5)
-    if patch * patch * channels != pixels.shape[-1]:
-        return inputs
-    for lead in ((), (1,)):
-        shape = (*lead, pixels.shape[0], channels, patch, patch)
-        stacked = {**inputs, "pixel_values": pixels.reshape(shape)}
-        if runs(getter, stacked):
-            return stacked
-    return inputs
+    return square_patches(model, vision, patches), how
 
 
 def video_inputs(config, vision, key, params, generator, batch) -> tuple[dict[str, Any], str]:
@@ -254,9 +248,19 @@ def image_token_ids(model: Any, pixels: dict[str, Any], text: Any) -> Any:
     import torch
 
     token = image_token(model.config)
-    getter = image_features_getter(model)
-    if token is None or getter is None:
+    if token is None or image_features_getter(model) is None:
         return text
+    per_sample = image_feature_count(model, pixels) // text.shape[0]
+    text = text.masked_fill(text == token, 0)  # random text must not hold image tokens itself
+    images = torch.full((text.shape[0], per_sample), token, dtype=text.dtype)
+    return torch.cat([images, text], dim=1)
+
+
+def image_feature_count(model: Any, pixels: dict[str, Any]) -> int:
+    """How many feature vectors the vision side yields for `pixels`, over the whole batch."""
+    import torch
+
+    getter = image_features_getter(model)
     accepted = getter_params(model)
     with torch.no_grad():
         features = getter(**{k: v for k, v in pixels.items() if k in accepted})
@@ -264,10 +268,79 @@ def image_token_ids(model: Any, pixels: dict[str, Any], text: Any) -> Any:
         pooled = getattr(features, "pooler_output", None)
         features = pooled if pooled is not None else features.last_hidden_state
     if isinstance(features, torch.Tensor):
-        count = features.shape[:-1].numel()
-    else:
-        count = sum(f.shape[:-1].numel() for f in features)
-    per_sample = count // text.shape[0]
-    text = text.masked_fill(text == token, 0)  # random text must not hold image tokens itself
-    images = torch.full((text.shape[0], per_sample), token, dtype=text.dtype)
-    return torch.cat([images, text], dim=1)
+        return features.shape[:-1].numel()
+    return sum(f.shape[:-1].numel() for f in features)
+
+
+def image_position_inputs(model: Any, pixels: dict[str, Any], text: Any) -> tuple[Any, dict]:
+    """Masks that place image features in the text where no image token id does: Kosmos-2's
+    `image_embeds_position_mask` (one position per feature, in front of the text) and IDEFICS's
+    `image_attention_mask` (which of a sample's images each text position attends to)."""
+    import torch
+
+    params = set(inspect.signature(model.forward).parameters)
+    out: dict[str, Any] = {}
+    batch = text.shape[0]
+    if "image_embeds_position_mask" in params and image_features_getter(model) is not None:
+        per_sample = image_feature_count(model, pixels) // batch
+        text = torch.cat([torch.zeros(batch, per_sample, dtype=text.dtype), text], dim=1)
+        mask = torch.zeros_like(text)
+        mask[:, :per_sample] = 1
+        out["image_embeds_position_mask"] = mask
+    images = pixels.get("pixel_values")
+    if "image_attention_mask" in params and images is not None and images.dim() == 5:
+        out["image_attention_mask"] = torch.ones(batch, text.shape[1], images.shape[1]).long()
+    return text, out
+
+
+def native_patch_inputs(vision: Any, generator: Any, batch: int) -> tuple[dict[str, Any], str]:
+    """What native-resolution (NaFlex) processors emit, Siglip2's and LFM2-VL's: each image's
+    patches as rows of channels x patch x patch values padded to the tower's `num_patches`, the
+    (h, w) patch grid of each image and a mask of the real rows. The grid is 4 x 4 patches (a
+    whole number of 2 x 2 merge windows)."""
+    import torch
+
+    channels = getattr(vision, "num_channels", 3) or 3
+    patch = getattr(vision, "patch_size", 16)
+    rows = getattr(vision, "num_patches", 16)
+    rows = rows if is_int(rows) and rows >= 16 else 16
+    pixels = torch.randn(batch, rows, channels * patch * patch, generator=generator)
+    mask = torch.zeros(batch, rows, dtype=torch.long)
+    mask[:, :16] = 1
+    shapes = torch.tensor([[4, 4]] * batch)
+    return {
+        "pixel_values": pixels,
+        "spatial_shapes": shapes,
+        "pixel_attention_mask": mask,
+    }, "random"
+
+
+def square_patches(model: Any, vision: Any, grid: dict[str, Any]) -> dict[str, Any]:
+    """Flattened patch rows, or, for a tower whose patch embedding is a 2D convolution over each
+    patch (Kimi-K2.5's), the same rows as (patches, channels, patch, patch) when only they run."""
+    key = "pixel_values" if "pixel_values" in grid else "hidden_states"
+    getter = image_features_getter(model) or model
+    side = getattr(vision, "patch_size", None)
+    rows = grid[key]
+    if not isinstance(side, int) or not is_int(side):
+        return grid
+    if rows.dim() != 2 or rows.shape[-1] % (side * side) or runs(getter, grid):
+        return grid
+    squares = {**grid, key: rows.view(len(rows), -1, side, side)}
+    return squares if runs(getter, squares) else grid
+
+
+def side_token_inputs(model: Any, generator: Any, batch: int, seq: int) -> dict[str, Any]:
+    """Token ids of a second text tower the forward requires (InstructBLIP's `qformer_input_ids`
+    for its Q-Former's instruction), in the vocabulary of the sub-config of that name."""
+    import torch
+
+    out: dict[str, Any] = {}
+    for name, param in inspect.signature(model.forward).parameters.items():
+        tower = name.removesuffix("_input_ids")
+        if tower == name or tower in ("", "decoder") or param.default is not param.empty:
+            continue
+        vocab = getattr(getattr(model.config, f"{tower}_config", None), "vocab_size", None)
+        if isinstance(vocab, int) and is_int(vocab):
+            out[name] = torch.randint(0, vocab, (batch, seq), generator=generator)
+    return out

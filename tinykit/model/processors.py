@@ -34,7 +34,11 @@ def processors(
         table = getattr(importlib.import_module(f"transformers.models.auto.{module}"), attr)
     except ImportError:  # a backend the table needs is missing: no processor, random inputs
         return
-    names = table.get(model_type) or table.get(_sibling(model_type, table))
+    names = (
+        table.get(model_type)
+        or table.get(_sibling(model_type, table))
+        or table.get(_parent(model_type, table))
+    )
     if isinstance(names, dict):
         names = [names.get("torchvision"), names.get("pil")]
     classes = [
@@ -71,10 +75,42 @@ def _sibling(model_type: str, table: Any) -> str | None:
     from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
 
     mine = PROCESSOR_MAPPING_NAMES.get(model_type)
-    return next(
-        (t for t, name in PROCESSOR_MAPPING_NAMES.items() if mine and name == mine and t in table),
-        None,
+    shared = (
+        t for t, name in PROCESSOR_MAPPING_NAMES.items() if mine and name == mine and t in table
     )
+    return next(shared, None) or _composite(model_type, table)
+
+
+def _composite(model_type: str, table: Any) -> str | None:
+    """The composite a tower alone belongs to (`muse_spark` of `muse_spark_audio`, `gemma4` of
+    `gemma4_audio`): a listed type whose name prefixes the tower's and whose config holds the
+    tower's config class as a sub-config. Its processor is the tower's."""
+    from transformers import CONFIG_MAPPING
+
+    if model_type not in CONFIG_MAPPING:
+        return None
+    mine = CONFIG_MAPPING[model_type]
+    for other in table:
+        if model_type.startswith(f"{other}_") and other in CONFIG_MAPPING:
+            subs = getattr(CONFIG_MAPPING[other], "sub_configs", None) or {}
+            if mine in subs.values():
+                return other
+    return None
+
+
+def _parent(model_type: str, table: Any) -> str | None:
+    """The type the table lists whose config holds `model_type` as a sub-config: a vision tower
+    alone (Siglip2's, Gemma 4's) is fed by its parent model's image processor."""
+    from transformers import CONFIG_MAPPING
+
+    for parent in table:
+        try:
+            subs = getattr(CONFIG_MAPPING[parent], "sub_configs", None) or {}
+        except Exception:  # a table entry without a config class here
+            continue
+        if any(getattr(c, "model_type", None) == model_type for c in subs.values()):
+            return parent
+    return None
 
 
 def keep_accepted(out: Any, params: set[str]) -> dict[str, Any]:

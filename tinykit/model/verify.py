@@ -213,8 +213,9 @@ def make_inputs(model: Any, generator: Any) -> tuple[dict[str, Any], dict[str, A
     """Random inputs shaped from the config: token ids, pixels or audio features, plus labels."""
     import torch
 
-    from tinykit.model.inputs import media_inputs
-    from tinykit.model.inputs_image import image_token, image_token_ids
+    from tinykit.model.inputs import media_inputs, side_token_inputs
+    from tinykit.model.inputs_declared import declared_inputs
+    from tinykit.model.inputs_image import image_position_inputs, image_token, image_token_ids
 
     config = model.config
     params = inspect.signature(model.forward).parameters
@@ -225,20 +226,30 @@ def make_inputs(model: Any, generator: Any) -> tuple[dict[str, Any], dict[str, A
     main = model.main_input_name
     media, _ = media_inputs(model, generator, BATCH)  # pixels, frames or audio, via the processor
     inputs.update(media)
+    inputs.update(side_token_inputs(model, generator, BATCH, SEQ))
+    media = {**inputs}  # the Q-Former's instruction ids go with the pixels (InstructBLIP's)
     if "input_ids" in params and main != "input_features":
         if media and "pixel_values" in media:  # one image token per feature of the vision tower
             ids = image_token_ids(model, media, ids)
+            ids, masks = image_position_inputs(model, media, ids)
+            inputs.update(masks)
             if "mm_token_type_ids" in params:  # M-RoPE models mark which positions are image
                 token = image_token(config)  # (none: a default without image tokens, MiniCPM-V's)
                 inputs["mm_token_type_ids"] = (ids == (-1 if token is None else token)).long()
         inputs["input_ids"] = ids
+    # what else the forward requires: recipe-declared tensors (boxes, states), embeddings
+    inputs.update(declared_inputs(model, inputs, generator, BATCH, ids.shape[1]))
     labels: dict[str, Any] = {}
     if "return_loss" in params:
         labels["return_loss"] = True
+    elif "labels" in params and _reads_targets(params["labels"]):
+        pixels = media.get("pixel_values")
+        side = tuple(pixels.shape[-2:]) if pixels is not None else (32, 32)
+        labels["labels"] = _detection_targets(config, side, generator)
     elif (
         "labels" in params
         and getattr(config, "is_encoder_decoder", False)
-        and not _is_classifier(model)  # a detector's labels are boxes (Grounding DINO's)
+        and not _is_classifier(model)
     ):
         # a multi-codebook decoder (MusicGen's) reads (batch * codebooks, seq) token rows and is
         # trained on (batch, seq, codebooks) labels
@@ -253,6 +264,29 @@ def make_inputs(model: Any, generator: Any) -> tuple[dict[str, Any], dict[str, A
     elif "labels" in params and "input_ids" in inputs and not _is_classifier(model):
         labels["labels"] = _labels_like(config, ids)
     return inputs, labels
+
+
+def _reads_targets(param: inspect.Parameter) -> bool:
+    """Labels annotated as a list of dicts: a detector's per-image targets (DETR's, RT-DETR's),
+    not token ids, even where the config calls the model an encoder-decoder."""
+    return "list[dict" in str(param.annotation)
+
+
+def _detection_targets(config: Any, side: tuple[int, ...], generator: Any) -> list[dict[str, Any]]:
+    """Two objects per image: class ids below num_labels, boxes as (cx, cy, w, h) in (0, 1), and
+    masks at the image's size (instance segmentation heads, RF-DETR's, score them)."""
+    import torch
+
+    classes = max(1, getattr(config, "num_labels", 1) or 1)
+    targets = []
+    for _ in range(BATCH):
+        centers = torch.rand(2, 2, generator=generator) * 0.5 + 0.25
+        sides = torch.rand(2, 2, generator=generator) * 0.4 + 0.1
+        labels = torch.randint(0, classes, (2,), generator=generator)
+        masks = (torch.rand(2, *side, generator=generator) > 0.5).float()
+        boxes = torch.cat([centers, sides], dim=1)
+        targets.append({"class_labels": labels, "boxes": boxes, "masks": masks})
+    return targets
 
 
 def _recipe_input(config: Any, name: str) -> int | None:
@@ -283,12 +317,13 @@ def _labels_like(config: Any, ids: Any) -> Any:
 def _is_classifier(model: Any) -> bool:
     return any(
         s in type(model).__name__
-        # (a VQA head scores (batch, answers) soft targets, ViLT's; a detector reads boxes)
+        # (a detector's labels are per-image box dicts, not token ids: it trains on its outputs;
+        # a VQA head scores (batch, answers) soft targets, ViLT's)
         for s in (
             "ForSequenceClassification",
             "ForTokenClassification",
-            "ForQuestionAnswering",
             "ForObjectDetection",
+            "ForQuestionAnswering",
         )
     )
 
@@ -327,7 +362,7 @@ def _train_forward_backward(model: Any, inputs: dict, labels: dict, report: Veri
     loss = (
         out.loss
         if getattr(out, "loss", None) is not None
-        else _differentiable(out).float().pow(2).mean()
+        else _without_masked(_differentiable(out).float()).pow(2).mean()
     )
     loss = loss.mean()  # a per-sample loss (DAC's) is averaged over the batch
     report.loss = float(loss.detach())
@@ -341,6 +376,12 @@ def _train_forward_backward(model: Any, inputs: dict, labels: dict, report: Veri
     if with_grad == 0:
         report.problems.append("backward gave no gradient to any parameter")
     model.zero_grad(set_to_none=True)
+
+
+def _without_masked(x: Any) -> Any:
+    """Logits masked to -inf by design (Grounding DINO's beyond the text's tokens) left out of
+    the stand-in loss; NaN and +inf still make it non-finite."""
+    return x.masked_fill(x == float("-inf"), 0.0)
 
 
 def _first_tensor(out: Any) -> Any:
@@ -367,10 +408,13 @@ def _float_tensors(out: Any) -> Any:
     """Floating tensors of a model output in order, nested tuples and outputs included (MGP-STR
     returns its logits as a tuple of three heads)."""
     import torch
+    from transformers.cache_utils import Cache
 
     if isinstance(out, torch.Tensor):
         if out.is_floating_point():
             yield out
+        return
+    if isinstance(out, Cache):  # the KV cache a forward returns is no output to train
         return
     values = out.values() if hasattr(out, "values") else out
     if isinstance(values, str) or not hasattr(values, "__iter__"):
@@ -427,6 +471,7 @@ def _tokenizer(model: Any, folder: Path, inputs: dict, report: VerifyReport, tru
     import torch
     from transformers import AutoTokenizer
 
+    from tinykit.model.inputs_declared import declared_inputs
     from tinykit.tokenizer.check import PROBE, check_tokenizer
     from tinykit.tokenizer.source import has_tokenizer_files
 
@@ -454,8 +499,13 @@ def _tokenizer(model: Any, folder: Path, inputs: dict, report: VerifyReport, tru
     ]
     try:
         with torch.no_grad():
-            text_only = {k: v for k, v in inputs.items() if not _is_image_input(model, k)}
-            logits = _first_tensor(model(**{**text_only, "input_ids": ids.repeat(BATCH, 1)}))
+            probe = _probe_inputs(model, inputs, ids.repeat(BATCH, 1))
+            # declared per-token tensors (boxes) follow the probe's length
+            again = declared_inputs(
+                model, {"input_ids": ids}, torch.Generator(), BATCH, ids.shape[1]
+            )
+            probe.update({k: v for k, v in again.items() if k in probe})
+            logits = _first_tensor(model(**probe))
         report.tokenizer["forward"] = {
             "tokens": ids.shape[1],
             "finite": bool(torch.isfinite(logits).all()),
@@ -464,6 +514,27 @@ def _tokenizer(model: Any, folder: Path, inputs: dict, report: VerifyReport, tru
         report.problems.append(
             f"forward pass on the tokenizer's encoding of the probe failed: {one_line(e)}"
         )
+
+
+def _probe_inputs(model: Any, inputs: dict, ids: Any) -> dict:
+    """The sample inputs with the probe's ids for text: images that go with image tokens are
+    dropped (the probe holds none) unless the forward requires them (BLIP-2's), and then, as
+    where masks place the image features (Kosmos-2's, IDEFICS's), placed in front of the probe."""
+    from tinykit.model.inputs_image import image_position_inputs, image_token_ids
+
+    params = inspect.signature(model.forward).parameters
+    required = {n for n, p in params.items() if p.default is p.empty}
+    placed = {k for k in ("image_embeds_position_mask", "image_attention_mask") if k in inputs}
+    out = {
+        k: v
+        for k, v in inputs.items()
+        if k not in placed and (k in required or not _is_image_input(model, k))
+    }
+    if "pixel_values" in out and (placed or "pixel_values" in required):
+        ids = image_token_ids(model, out, ids)
+        ids, masks = image_position_inputs(model, out, ids)
+        out.update(masks)
+    return {**out, "input_ids": ids}
 
 
 def _is_image_input(model: Any, key: str) -> bool:

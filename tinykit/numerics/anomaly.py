@@ -28,22 +28,16 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from tinykit.errors import NumericsError, UsageError
-from tinykit.numerics.record import (
-    RawTensors,
-    Record,
-    Recorder,
-    Sink,
-    TensorSummary,
-    _dtype,
-    minmax_summaries,
-)
+from tinykit.numerics.findings import finding, format_frames
+from tinykit.numerics.recorder import Recorder, Sink
+from tinykit.numerics.stats import minmax_summaries
+from tinykit.numerics.summary import RawTensors, Record, TensorSummary, dtype_name
 
 if TYPE_CHECKING:
     import torch
 
 __all__ = ["AnomalyDetector", "NumericsWarning", "detect_anomalies", "format_frames"]
 
-FP16_MAX = 65504.0
 
 # (record, its raw (inputs, outputs), [(side 0/1, name, tensor, version, 0-d probe)])
 Pending = tuple[Record, RawTensors, list[tuple[int, str, Any, int, Any]]]
@@ -51,46 +45,6 @@ Pending = tuple[Record, RawTensors, list[tuple[int, str, Any, int, Any]]]
 
 class NumericsWarning(UserWarning):
     """An activation approaches overflow (`warn_above`), or a finding when `abort=False`."""
-
-
-def format_frames(records: Iterable[Record]) -> str:
-    """Frames in `DebugUnderflowOverflow`'s layout: a header per call, then `absmin absmax name`."""
-    lines = [" abs min  abs max  metadata"]
-    for r in records:
-        where = (
-            " (backward)" if r.kind == "grad" else " (recompute)" if r.kind == "recompute" else ""
-        )
-        lines.append(f"{'':17} {r.module} {r.cls}{where}")
-        for s in [*r.params, *r.inputs, *r.outputs]:
-            if s.absmax is None:
-                lines.append(f"{'not a float':>17} {s.name}")
-            else:
-                flags = f" {s.flags()}" if s.flags() else ""
-                lines.append(f"{s.absmin:8.2e} {s.absmax:8.2e} {s.name}{flags}")
-    return "\n".join(lines)
-
-
-def _frame_data(r: Record) -> dict[str, Any]:
-    def tensor(s: TensorSummary) -> dict[str, Any]:
-        return {
-            "name": s.name,
-            "shape": list(s.shape),
-            "dtype": s.dtype,
-            "absmin": s.absmin,
-            "absmax": s.absmax,
-            "nan": s.nan,
-            "posinf": s.posinf,
-            "neginf": s.neginf,
-        }
-
-    return {
-        "module": r.module,
-        "class": r.cls,
-        "kind": r.kind,
-        "call": r.call,
-        "step": r.step,
-        "tensors": [tensor(s) for s in [*r.params, *r.inputs, *r.outputs]],
-    }
 
 
 class AnomalyDetector(Sink):
@@ -195,7 +149,9 @@ class AnomalyDetector(Sink):
                     import torch
 
                     where = len(self._pending)  # the index of this record in the check
-                    self._peaks.append((where, record, name, _dtype(t), *torch.aminmax(t.detach())))
+                    self._peaks.append(
+                        (where, record, name, dtype_name(t), *torch.aminmax(t.detach()))
+                    )
         self._pending.append((record, tensors, entries))
         if record.kind == "grad" and not self._callback_queued:
             from torch.autograd import Variable
@@ -322,59 +278,8 @@ class AnomalyDetector(Sink):
         is_input: bool,
         raw: dict[str, torch.Tensor],
     ) -> None:
-        numel = 1
-        for d in bad.shape:
-            numel *= d
-        found = [(bad.nan, "NaN"), (bad.posinf, "+Inf"), (bad.neginf, "-Inf")]
-        what = " and ".join(f"{label} ({n} of {numel})" for n, label in found if n)
-        backward = record.kind == "grad"
-        if backward:
-            kind = "gradient received" if is_input else "gradient passed on"
-            why = (
-                "arrived already non-finite from the layers after it (an operation between "
-                "modules made it)"
-                if is_input
-                else "was made non-finite by its own backward from a finite gradient of its output"
-            )
-        else:
-            kind = "input" if is_input else "output"
-            why = (
-                "was non-finite before this module ran: code between modules (in the forward of "
-                f"'{record.parent or 'the caller'}') made it, as every module output before it "
-                "was finite"
-                if is_input
-                else "went non-finite while its inputs were finite"
-            )
-        where = f"'{record.module}' ({record.cls}{', backward' if backward else ''})"
-        hint, extra = self._hint(record, bad, is_input, raw)
-        index = _first_non_finite(tensor) if tensor is not None else None
-        report = {
-            "step": record.step,
-            "module": record.module,
-            "class": record.cls,
-            "pass": "backward" if backward else record.kind,
-            "kind": kind,
-            "tensor": bad.name,
-            "shape": list(bad.shape),
-            "dtype": bad.dtype,
-            "nan": bad.nan,
-            "posinf": bad.posinf,
-            "neginf": bad.neginf,
-            "first_index": index,
-            "hint": hint,
-            # the module whose code made the value: a non-finite forward input was made in the
-            # forward of the module that called this one
-            "made_by": record.parent if is_input and not backward else record.module,
-            **extra,
-            "frames": [_frame_data(r) for r in self._frames],
-        }
-        message = (
-            f"{what} in {bad.name} of {where} at step {record.step}: the {kind} {why}"
-            f"{f' (first at index {tuple(index)})' if index else ''}. {hint}\n"
-            f"Detected inf/nan during step={record.step}\n"
-            f"Last {len(self._frames)} frames:\n{self.frames_text()}"
-        )
-        self._report(report, message)
+        module = self._module(record.module)
+        self._report(*finding(record, bad, tensor, is_input, raw, self._frames, module))
 
     def _report(self, report: dict[str, Any], message: str) -> None:
         self._found_step = report["step"]
@@ -383,47 +288,6 @@ class AnomalyDetector(Sink):
             raise NumericsError(message, report=report)
         self.anomalies.append(report)
         warnings.warn(f"tinykit: {message.splitlines()[0]}", NumericsWarning, stacklevel=2)
-
-    def _hint(
-        self,
-        record: Record,
-        bad: TensorSummary,
-        is_input: bool,
-        raw: dict[str, torch.Tensor],
-    ) -> tuple[str, dict[str, Any]]:
-        """A likely cause, and report fields that back it."""
-        labels = raw.get("input.labels")
-        if (
-            not is_input
-            and "loss" in bad.name
-            and labels is not None
-            and not labels.is_floating_point()
-            and bool((labels == -100).all())
-        ):
-            return (
-                "Every label is -100 (masked), so the mean loss is 0/0 = NaN: skip such "
-                "batches, or use loss = logits.sum() * 0.0 for them."
-            ), {"cause": "all labels masked"}
-        if bad.dtype == "float16" and (bad.posinf or bad.neginf):
-            peak = max(
-                (s.absmax for s in record.inputs if s.absmax is not None and s.finite),
-                default=0.0,
-            )
-            return (
-                f"float16 overflows past {FP16_MAX:g} (finite inputs' abs max {peak:.3g}): run this "
-                "module in float32 (or bfloat16), or keep activations well below 1e4."
-            ), {"cause": "float16 overflow"}
-        if not is_input and record.kind == "forward":
-            module = self._module(record.module)
-            if module is not None:
-                for name, p in module.named_parameters(recurse=False):
-                    if not bool(p.detach().isfinite().all()):
-                        at = _first_non_finite(p) or []
-                        return (
-                            f"Its parameter '{name}' is not finite (first at index {tuple(at)}): "
-                            "an earlier update or the loaded weights put it there."
-                        ), {"parameter": name, "parameter_index": at}
-        return "", {}
 
     def _module(self, name: str) -> torch.nn.Module | None:
         if self.model is None:
@@ -434,11 +298,6 @@ class AnomalyDetector(Sink):
             return self.model.get_submodule(name)
         except AttributeError:
             return None
-
-
-def _first_non_finite(t: torch.Tensor) -> list[int] | None:
-    bad = (~t.detach().isfinite()).nonzero()
-    return [int(i) for i in bad[0]] if len(bad) else None
 
 
 def detect_anomalies(

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import torch
 
-    from tinykit.numerics.record import TensorSummary
+    from tinykit.numerics.summary import TensorSummary
 
 __all__ = [
     "TOLERANCES",

@@ -7,7 +7,7 @@ Each line holds shape, dtype, device, element count, bytes, min/max, mean/std (o
 elements), the smallest non-zero |x| (how close to underflow), the number of zeros, loud
 `NaN!`/`+Inf!`/`-Inf!` flags with their counts, and `grad`/`.grad` when autograd is involved. It
 takes tensors, nested dicts/lists/tuples, `ModelOutput`s, state dicts and modules (their state
-dict). The numbers are the dump index's (`record.summarize`, the one summary type).
+dict). The numbers are the dump index's (`stats.summarize`, the one summary type).
 
 `one_line_repr()` makes `repr(tensor)` this line (and restores it); `full_precision()` switches
 torch's print options to every element at full precision (the needle-in-a-haystack dump: diff
@@ -20,7 +20,7 @@ import contextlib
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from tinykit.numerics.record import summarize
+from tinykit.numerics.stats import summarize
 
 if TYPE_CHECKING:
     import torch

@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tinykit.errors import UsageError
-from tinykit.numerics.record import RawTensors, Record, Recorder, Sink, TensorSummary
+from tinykit.numerics.recorder import Recorder, Sink
+from tinykit.numerics.summary import RawTensors, Record, TensorSummary
 
 if TYPE_CHECKING:
     import torch

@@ -1,7 +1,7 @@
 """`check_determinism`: run seeded code twice and name the first module that diverged.
 
 Each run is seeded with `tinykit.repro.seed.seed_everything` and recorded by
-`tinykit.numerics.record.Recorder` (every module's forward inputs, outputs and parameters, and
+`tinykit.numerics.recorder.Recorder` (every module's forward inputs, outputs and parameters, and
 the gradients each module's backward received and passed on). Two runs are compared record by record, in the order they happened. The root
 cause is the first record whose output differs while its inputs and parameters matched (the
 Megatron-LM method; pytorch/pytorch#101246 asks for exactly this). If there is none, the first
@@ -23,7 +23,8 @@ from typing import Any, Literal
 from tinykit._child import FunctionRef, describe, resolve, start_child
 from tinykit.errors import NondeterminismError, UsageError
 from tinykit.numerics.compare import compare_summaries
-from tinykit.numerics.record import Record, Recorder, TensorSummary, probe
+from tinykit.numerics.recorder import Recorder, probe
+from tinykit.numerics.summary import Record, TensorSummary
 
 __all__ = ["DeterminismReport", "FirstDiff", "check_determinism", "probe"]
 

@@ -60,7 +60,7 @@ def class_for_model_type(model_type: str) -> str:
         name = next((n for n in name if n), None)
     if name is not None and name not in _GENERIC and _trainable(name):
         return name
-    if model_type in _text_model_types() or _is_text_tower(model_type):
+    if model_type in _text_model_types() or _is_text_tower(model_type) or _reads_text(model_type):
         return _DEFAULT_CLASS
     text_tower = _text_tower_type(model_type)
     if text_tower is not None:  # a composite without its own entry reads its text tower's ids
@@ -104,6 +104,28 @@ def _text_tower_type(model_type: str) -> str | None:
     tower = getattr(text, "model_type", None)
     found = tower in CONFIG_MAPPING and tower != model_type and hasattr(text, "vocab_size")
     return tower if found else None
+
+
+MEDIA_ARGUMENTS = ("pixel_values", "input_values", "input_features")
+
+
+def _reads_text(model_type: str) -> bool:
+    """A base model whose forward reads token ids: as its main input (EmbeddingGemma 2, which
+    embeds images and audio too), or beside no pixels or audio (a text tower that no composite
+    names as its `base_config_key`: Mistral Large 4's, SAM 3 Lite's text encoder)."""
+    import inspect
+
+    import transformers
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
+
+    name = MODEL_MAPPING_NAMES.get(model_type)
+    try:
+        cls = getattr(transformers, str(name))
+        params = inspect.signature(cls.forward).parameters
+    except (AttributeError, ImportError, TypeError, ValueError):  # no class, or its package
+        return False
+    main = getattr(cls, "main_input_name", None) == "input_ids"
+    return "input_ids" in params and (main or not any(a in params for a in MEDIA_ARGUMENTS))
 
 
 def _text_model_types() -> set[str]:

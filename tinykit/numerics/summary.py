@@ -1,0 +1,121 @@
+"""The numerics recorder's data: one `TensorSummary` per tensor, one `Record` per module call,
+and the walk that finds the tensors inside a call's arguments and outputs (nested tuples, lists,
+dicts, `ModelOutput`s) with the labels reports use ("input[0]", "output.logits")."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+
+@dataclass(frozen=True)
+class TensorSummary:
+    """One tensor, reduced to what two runs are compared on."""
+
+    hash: str
+    shape: tuple[int, ...]
+    dtype: str
+    mean: float | None = None
+    std: float | None = None
+    absmax: float | None = None
+    values: Any = None  # a flat CPU copy: small tensors always, any size when a tolerance is used
+    name: str = ""  # where it was found: "input[0]", "input.labels", "output.logits", "weight"
+    absmin: float | None = None
+    min: float | None = None
+    max: float | None = None
+    nonzero_absmin: float | None = None  # the smallest |x| > 0: how close to underflow
+    nan: int = 0
+    posinf: int = 0
+    neginf: int = 0
+    zeros: int | None = None
+
+    @property
+    def finite(self) -> bool:
+        return not (self.nan or self.posinf or self.neginf)
+
+    def flags(self) -> str:
+        """ "NaN! +Inf!" style flags, "" when the tensor is finite."""
+        found = [(self.nan, "NaN"), (self.posinf, "+Inf"), (self.neginf, "-Inf")]
+        return " ".join(f"{label}!({n})" for n, label in found if n)
+
+    def stats(self) -> str:
+        if self.mean is None:
+            return f"{self.dtype}{list(self.shape)}"
+        return (
+            f"{self.dtype}{list(self.shape)} mean={self.mean:.6g} std={self.std:.6g} "
+            f"absmax={self.absmax:.6g}"
+        )
+
+
+@dataclass
+class Record:
+    """One module call (`forward`), one module backward (`grad`) or one `probe`.
+
+    For `grad`, `inputs` are the gradients of the module's outputs (what its backward received)
+    and `outputs` its share of the gradients of its inputs (what its backward produced).
+    """
+
+    seq: int  # start order: a forward record gets it before its children run
+    module: str
+    kind: str
+    call: int  # how many times this (module, kind) was recorded before in this run
+    inputs: list[TensorSummary] = field(default_factory=list)
+    outputs: list[TensorSummary] = field(default_factory=list)
+    state: str = ""  # hash of the parameters and buffers of the module and its submodules
+    parent: str = ""  # the module whose forward called this one ("" for a root)
+    step: int = 0
+    cls: str = ""  # the module's class name
+    params: list[TensorSummary] = field(default_factory=list)  # its own, with what="param"
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        return (self.module, self.kind, self.call)
+
+
+def iter_tensors(value: Any) -> Iterator[torch.Tensor]:
+    """Tensors inside nested tuples, lists and mappings (ModelOutput is a mapping), in order."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, Mapping):
+        for v in value.values():
+            yield from iter_tensors(v)
+    elif isinstance(value, (tuple, list)):
+        for v in value:
+            yield from iter_tensors(v)
+
+
+def named_tensors(value: Any, prefix: str) -> Iterator[tuple[str, torch.Tensor]]:
+    """(label, tensor) pairs in `iter_tensors` order: "input[0]", "output.logits", "output[1][0]"."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        yield prefix, value
+    elif isinstance(value, Mapping):
+        for k, v in value.items():
+            yield from named_tensors(v, f"{prefix}.{k}")
+    elif isinstance(value, (tuple, list)):
+        for i, v in enumerate(value):
+            yield from named_tensors(v, f"{prefix}[{i}]")
+
+
+def call_tensors(args: Any, kwargs: Any) -> list[tuple[str, torch.Tensor]]:
+    return [*named_tensors(tuple(args), "input"), *named_tensors(dict(kwargs or {}), "input")]
+
+
+def output_tensors(output: Any) -> list[tuple[str, torch.Tensor]]:
+    if isinstance(output, (tuple, list)) and len(output) == 1:
+        output = output[0]
+    return list(named_tensors(output, "output"))
+
+
+def dtype_name(t: torch.Tensor) -> str:
+    return str(t.dtype).removeprefix("torch.")
+
+
+RawTensors = tuple[list[tuple[str, "torch.Tensor"]], list[tuple[str, "torch.Tensor"]]]
