@@ -242,7 +242,9 @@ def make_inputs(model: Any, generator: Any) -> tuple[dict[str, Any], dict[str, A
     labels: dict[str, Any] = {}
     if "return_loss" in params:
         labels["return_loss"] = True
-    elif "labels" in params and _reads_targets(params["labels"]):
+    # (a detector conditioned on text (Grounding DINO's) reads its classes as phrases of that
+    # text, which random ids lack: it trains on its outputs, as a classifier does)
+    elif "labels" in params and _reads_targets(params["labels"]) and "input_ids" not in params:
         pixels = media.get("pixel_values")
         side = tuple(pixels.shape[-2:]) if pixels is not None else (32, 32)
         labels["labels"] = _detection_targets(config, side, generator)
