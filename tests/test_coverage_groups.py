@@ -109,6 +109,13 @@ def test_layers_that_read_another_layers_kv_keep_their_source():
     text = _shrunk("mistral_large4").text_config
     assert text.num_hidden_layers < 8
     assert text.kv_source_layers == list(range(text.num_hidden_layers))
+    # a layer reusing layer 0's cache keeps layer 0, and points at its new index
+    from tinykit.model.layers import plan_layers
+    from tinykit.model.recipes import recipe_for
+
+    node = {"num_hidden_layers": 6, "kv_source_layers": [0, 1, 2, 3, 3, 5]}
+    plan = plan_layers(node, "num_hidden_layers", recipe_for("").layer_fields, "auto", "x")
+    assert plan.kept == (0, 3, 4) and plan.fields["kv_source_layers"] == [0, 1, 1]
 
 
 def test_tower_layer_indexes_in_sub_configs_and_the_tower_itself_fit_its_depth():

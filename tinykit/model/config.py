@@ -16,7 +16,7 @@ import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from tinykit.errors import ShrinkConstraintError, UnsupportedModelError
 from tinykit.model.layers import LayerPlan, plan_layers
@@ -94,6 +94,7 @@ def shrink_config(
     vocab = None if faithful else vocab or spec.vocab
     ctx = _Context(spec, vocab, keep_depth, recipes, plans, used, remote_code is not None)
     _shrink_node(full, base, "", ctx)
+    _give_image_token(full, base)
     if vocab is not None:
         remap_token_ids(base, vocab, token_ids)
     try:
@@ -111,6 +112,20 @@ def shrink_config(
             constraint=str(e),
         ) from e
     return ShrunkConfig(config, plans, tuple(sorted(used)))
+
+
+def _give_image_token(full: dict[str, Any], base: dict[str, Any]) -> None:
+    """An image-text default whose image token the class leaves None (MiniCPM-V's, Nemotron-H
+    Omni's; every real config names one) ignores its vision tower: it gets the id just past the
+    source vocab, which the token-id remap then places at the tiny vocab's top."""
+    if "vision_config" not in full:
+        return
+    text = full.get("text_config")
+    source_vocab = (text if isinstance(text, dict) else full).get("vocab_size")
+    for key in ("image_token_id", "image_token_index"):
+        if key in full and full[key] is None and _is_int(source_vocab):
+            base[key] = source_vocab
+            return
 
 
 @dataclass
@@ -195,6 +210,11 @@ def _shrink_node(
     overrides.update(copy.deepcopy(recipe.set))
     merged = {**full, **shrunk_subs, **overrides}
     for key, expr in recipe.derive.items():
+        sub, _, leaf = key.partition(".")  # a dotted key sets a sub-config's value
+        if leaf and sub in shrunk_subs and leaf in shrunk_subs[sub]:
+            value = _evaluate(expr, merged, f"{path}{key}")
+            base[sub][leaf] = merged[sub][leaf] = value
+            continue
         if key not in full:
             continue
         overrides[key] = merged[key] = _evaluate(expr, merged, f"{path}{key}")
@@ -255,7 +275,7 @@ def _media_token_defaults(
     moves to the tiny vocabulary's top with the other special tokens."""
     text = full.get("text_config")
     vocab = (text or {}).get("vocab_size") if isinstance(text, dict) else full.get("vocab_size")
-    if not isinstance(vocab, int) or not _is_int(vocab):
+    if not _is_int(vocab):
         return
     for key in MEDIA_TOKEN_KEYS:
         if key in full and full[key] is None and key not in overrides:
@@ -324,7 +344,7 @@ def _shrink_entry(
     return {**entry, **values}
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -582,7 +602,13 @@ _OPS = {
 }
 
 
-_CALLS: dict[str, Callable[..., Any]] = {"max": max, "min": min, "len": len}  # len: list length
+_CALLS: dict[str, Callable[..., Any]] = {
+    "max": max,
+    "min": min,
+    "len": len,  # a list's length
+    # the power of two at or above n (codebooks that must be one, sized to hold a vocabulary)
+    "pow2": lambda n: 1 << max(0, int(n) - 1).bit_length(),
+}
 
 
 def _evaluate(expr: str, node: dict[str, Any], where: str) -> Any:

@@ -21,6 +21,7 @@ from tinykit.model.inputs_image import (
     image_inputs,
     image_side,
     side_token_inputs,
+    square_patches,
     video_inputs,
 )
 from tinykit.model.processors import is_int
@@ -56,7 +57,8 @@ def media_inputs(model: Any, generator: Any, batch: int) -> tuple[dict[str, Any]
     vision = getattr(config, "vision_config", None) or config
     grid = next((g for g in GRID_INPUTS if g in params), None)
     if grid is not None:  # a patch-merging tower alone (Qwen2-VL's): flattened patches + grid
-        return grid_inputs(model, vision, params, grid, generator, batch)
+        patches, how = grid_inputs(model, vision, params, grid, generator, batch)
+        return square_patches(model, vision, patches), how
     if "pixel_values_videos" in params and "pixel_values" not in params:
         return video_inputs(config, vision, "pixel_values_videos", params, generator, batch)
     if "pixel_values" in params and is_int(getattr(vision, "num_frames", None)):

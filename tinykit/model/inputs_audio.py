@@ -47,8 +47,8 @@ def latent_inputs(model, config, generator, batch) -> tuple[dict[str, Any], str]
 
     widths = [getattr(config, k) for k in LATENT_WIDTHS if is_int(getattr(config, k, None))]
     candidates = [torch.randn(batch, w, 8, generator=generator) for w in dict.fromkeys(widths)]
-    runs = (c for c in candidates if runs(model, {"latents": c}))
-    latents = next(runs, candidates[0] if candidates else torch.randn(batch, 32, 8))
+    fitting = (c for c in candidates if runs(model, {"latents": c}))
+    latents = next(fitting, candidates[0] if candidates else torch.randn(batch, 32, 8))
     return {"latents": latents}, "random"
 
 
@@ -114,13 +114,22 @@ def feature_inputs(model, config, params, generator, batch) -> tuple[dict[str, A
             if "attention_mask" in out and "attention_mask" in params:  # every frame is real
                 mask["attention_mask"] = torch.ones(batch, frames, dtype=torch.long)
             return {"input_features": fitted, **mask}, how
-    # no extractor: whichever layout the model's forward accepts
-    channels_first = torch.randn(batch, bins, frames, generator=generator)
+    # no extractor: whichever layout the model's forward accepts, and, for front ends that
+    # append deltas or stack frames (Granite Speech 5's extractor, which needs torchaudio, gives
+    # mel + delta for pairs of frames: 4 x bins), whichever multiple of the bins it reads
     mask = _feature_mask(params, batch, frames)
-    for features in (channels_first, channels_first.transpose(1, 2).contiguous()):
-        if runs(model, {"input_features": features, **mask}):
-            return {"input_features": features, **mask}, "random"
+    channels_first = torch.randn(batch, bins, frames, generator=generator)
+    for width in (bins * m for m in STACKED_WIDTHS):
+        wide = channels_first if width == bins else torch.randn(batch, width, frames)
+        for features in (wide, wide.transpose(1, 2).contiguous()):
+            if runs(model, {"input_features": features, **mask}):
+                return {"input_features": features, **mask}, "random"
     return {"input_features": channels_first, **mask}, "random"
+
+
+STACKED_WIDTHS = (1, 2, 4)
+"""Multiples of the mel bins a feature front end may read: plain, with deltas, deltas of
+stacked frame pairs."""
 
 
 def _feature_mask(params: set[str], batch: int, frames: int) -> dict[str, Any]:

@@ -96,7 +96,8 @@ def image_inputs(model, config, vision, params, generator, batch) -> tuple[dict[
     if not inputs and "target_sizes" in getter_params(model):  # MiniCPM-V's packed patches
         return packed_patch_inputs(config, vision, generator, batch)
     if not inputs and "image_grid_thw" in reads:  # a patch-merging model without a processor
-        return grid_inputs(model, vision, params, "image_grid_thw", generator, batch)
+        patches, how = grid_inputs(model, vision, params, "image_grid_thw", generator, batch)
+        return square_patches(model, vision, patches), how
     if not inputs and "spatial_shapes" in reads:  # native-resolution patches, no processor
         return native_patch_inputs(vision, generator, batch)
     if not inputs:
@@ -172,10 +173,9 @@ def patch_grid_inputs(vision, params, grid_key, generator, batch) -> tuple[dict[
         [[1, side, side][-2:] if grid_key.endswith("_hw") else [1, side, side]] * batch
     )
     out = {key: patches, grid_key: grid}
-    if "image_merge_sizes" in params:  # each image's merge window (VideoLLaMA 3's)
-        out["image_merge_sizes"] = torch.tensor([side // 2] * batch)
-    if "merge_sizes" in params:  # each image's merge window, beside its grid (VideoLLaMA3's)
-        out["merge_sizes"] = torch.tensor([side // 2] * batch)
+    for name in ("merge_sizes", "image_merge_sizes"):  # each image's merge window (VideoLLaMA 3's)
+        if name in params:
+            out[name] = torch.tensor([side // 2] * batch)
     return out, "random"
 
 
@@ -186,8 +186,8 @@ def flattened_patch_inputs(config, vision, params, generator, batch) -> tuple[di
     import numpy as np
     import torch
 
-    found = getattr(vision, "patch_embed_hidden_size", None)
-    width = found if isinstance(found, int) and is_int(found) else 3 * 16 * 16
+    width = getattr(vision, "patch_embed_hidden_size", None)
+    width = width if is_int(width) else 3 * 16 * 16
     patch, rows = max(1, int((width // 3) ** 0.5)), 16
     rng = np.random.default_rng(int(torch.randint(0, 2**31, (1,), generator=generator)))
     images = [rng.integers(0, 256, (4 * patch, 4 * patch, 3), dtype=np.uint8) for _ in range(batch)]
@@ -228,10 +228,29 @@ def packed_patch_inputs(config, vision, generator, batch) -> tuple[dict[str, Any
 
 def grid_inputs(model, vision, params, grid_key, generator, batch) -> tuple[dict[str, Any], str]:
     """Patch-grid inputs in the layout the model's image features read: what its forward and its
-    `get_image_features` name (VideoLLaMA 3's merge sizes), patches squared where needed."""
+    `get_image_features` name (VideoLLaMA 3's merge sizes), patches unflattened where needed."""
+    getter = image_features_getter(model)
     reads = getter_params(model)
     patches, how = patch_grid_inputs(vision, params | reads, grid_key, generator, batch)
-    return square_patches(model, vision, patches), how
+    return _unflattened_if_needed(getter, vision, patches), how
+
+
+def _unflattened_if_needed(getter: Any, vision: Any, inputs: dict[str, Any]) -> dict[str, Any]:
+    """Patches as (rows, channels, patch, patch), or with a leading batch of one, where the tower
+    reads them unflattened (PaddleOCR-VL's embeddings) and not as rows of values."""
+    pixels = inputs.get("pixel_values")
+    channels = getattr(vision, "num_channels", 3)
+    if not callable(getter) or pixels is None or not is_int(channels) or runs(getter, inputs):
+        return inputs
+    patch = int((pixels.shape[-1] // channels) ** 0.5)
+    if patch * patch * channels != pixels.shape[-1]:
+        return inputs
+    for lead in ((), (1,)):
+        shape = (*lead, pixels.shape[0], channels, patch, patch)
+        stacked = {**inputs, "pixel_values": pixels.reshape(shape)}
+        if runs(getter, stacked):
+            return stacked
+    return inputs
 
 
 def video_inputs(config, vision, key, params, generator, batch) -> tuple[dict[str, Any], str]:
@@ -322,9 +341,7 @@ def square_patches(model: Any, vision: Any, grid: dict[str, Any]) -> dict[str, A
     getter = image_features_getter(model) or model
     side = getattr(vision, "patch_size", None)
     rows = grid[key]
-    if not isinstance(side, int) or not is_int(side):
-        return grid
-    if rows.dim() != 2 or rows.shape[-1] % (side * side) or runs(getter, grid):
+    if not is_int(side) or rows.dim() != 2 or rows.shape[-1] % (side * side) or runs(getter, grid):
         return grid
     squares = {**grid, key: rows.view(len(rows), -1, side, side)}
     return squares if runs(getter, squares) else grid
@@ -341,6 +358,6 @@ def side_token_inputs(model: Any, generator: Any, batch: int, seq: int) -> dict[
         if tower == name or tower in ("", "decoder") or param.default is not param.empty:
             continue
         vocab = getattr(getattr(model.config, f"{tower}_config", None), "vocab_size", None)
-        if isinstance(vocab, int) and is_int(vocab):
+        if is_int(vocab):
             out[name] = torch.randint(0, vocab, (batch, seq), generator=generator)
     return out

@@ -74,9 +74,13 @@ def plan_layers(
     depth = node[depth_key]
     index_lists = _present(node, layer_fields["index_lists"], list)
     # an index list as long as the stack (LFM2's full_attn_idxs = every layer) is no per-layer list
-    refs = _present(node, layer_fields.get("layer_ref_lists", ()), list)
-    lists = [k for k in _per_layer_lists(node, depth) if k not in (*index_lists, *refs)]
-    refs = [k for k in refs if len(node[k]) == depth and all(_is_int(v) for v in node[k])]
+    # per-layer lists of the layer each one reads from (Mistral Large 4's kv_source_layers)
+    sources = [
+        k
+        for k in _present(node, layer_fields.get("source_index_lists", ()), list)
+        if len(node[k]) == depth
+    ]
+    lists = [k for k in _per_layer_lists(node, depth) if k not in index_lists + sources]
     prefixes = _present(node, layer_fields["prefix_counts"], int)
     suffixes = _present(node, layer_fields["suffix_counts"], int)
     periods: list[tuple[str, Any]] = [  # (kind, key), or ("offset", (period key, offset key))
@@ -100,10 +104,10 @@ def plan_layers(
             *(node[k][i % len(node[k])] for k in cyclic),
             *(json.dumps(_at(node[k], i), sort_keys=True) for k in keyed),
             *(i in node[k] for k in index_lists),
-            *(node[k][i] == i for k in refs),  # a layer of its own, or reusing another's
             *(i < node[k] for k in prefixes),
             *(i >= depth - node[k] for k in suffixes),
             *(_predicate(node, kind, k, i) for kind, k in periods),
+            *(_source_role(node[k], i) for k in sources),
         )
 
     signatures = tuple(signature(i) for i in range(depth))
@@ -139,6 +143,7 @@ def plan_layers(
             want = int(layers)
         want = min(want, depth)
         kept = sorted([*kept, *[i for i in range(depth) if i not in kept][: want - len(kept)]])
+        kept = sorted({*kept, *(node[k][i] for k in sources for i in kept)})  # sources stay
 
         planned = _rewrite(node, kept, periods)
         if planned is None:  # a period cannot express the kept pattern: keep the covering prefix
@@ -159,17 +164,11 @@ def plan_layers(
         }
     )
     fields.update({k: [j for j, i in enumerate(kept) if i in node[k]] for k in index_lists})
-    fields.update({k: [_new_position(kept, node[k][i]) for i in kept] for k in refs})
+    fields.update({k: [kept.index(node[k][i]) for i in kept] for k in sources})
     fields.update({k: sum(1 for i in kept if i < node[k]) for k in prefixes})
     fields.update({k: sum(1 for i in kept if i >= depth - node[k]) for k in suffixes})
     fields[depth_key] = len(kept)
     return LayerPlan(depth_key, depth, tuple(kept), fields, signatures, tuple(keyed))
-
-
-def _new_position(kept: list[int], source: int) -> int:
-    """Where a referenced source layer went: its kept position, else that of the last kept
-    layer before it (the reuse points at a layer of the kept stack, never past it)."""
-    return max((j for j, i in enumerate(kept) if i <= source), default=0)
 
 
 def _explicit(layers: tuple[int, ...], depth: int, where: str) -> list[int]:
@@ -199,6 +198,12 @@ def _layer_keyed_dicts(node: dict[str, Any], depth: int) -> list[str]:
         and v
         and all(str(x).isdigit() and int(x) < depth and isinstance(y, dict) for x, y in v.items())
     ]
+
+
+def _source_role(sources: list[Any], i: int) -> tuple[bool, bool]:
+    """Of a layer that reads from layer sources[i]: whether it computes its own (a KV cache),
+    and whether later layers read it."""
+    return sources[i] == i, any(s == i for j, s in enumerate(sources) if j != i)
 
 
 def _at(table: dict[Any, Any], i: int) -> Any:

@@ -248,10 +248,12 @@ def make_inputs(model: Any, generator: Any) -> tuple[dict[str, Any], dict[str, A
         pixels = media.get("pixel_values")
         side = tuple(pixels.shape[-2:]) if pixels is not None else (32, 32)
         labels["labels"] = _detection_targets(config, side, generator)
+    elif "labels" in params and _is_transducer(config, params):
+        labels["labels"], inputs["decoder_input_ids"] = _transducer_labels(config, vocab, generator)
     elif (
         "labels" in params
         and getattr(config, "is_encoder_decoder", False)
-        and not _is_classifier(model)
+        and not _is_classifier(model)  # a detector's labels are boxes (Grounding DINO's)
     ):
         # a multi-codebook decoder (MusicGen's) reads (batch * codebooks, seq) token rows and is
         # trained on (batch, seq, codebooks) labels
@@ -263,6 +265,8 @@ def make_inputs(model: Any, generator: Any) -> tuple[dict[str, Any], dict[str, A
         inputs["decoder_input_ids"] = torch.randint(
             0, vocab, (BATCH * (codebooks or 1), SEQ // 2), generator=generator
         )
+    elif "labels" in params and "input_ids" in inputs and _reads_latent_frames(config):
+        inputs["input_ids"], labels["labels"] = _latent_frames(config, ids, generator)
     elif "labels" in params and "input_ids" in inputs and not _is_classifier(model):
         labels["labels"] = _labels_like(config, ids)
     return inputs, labels
@@ -291,6 +295,50 @@ def _detection_targets(config: Any, side: tuple[int, ...], generator: Any) -> li
     return targets
 
 
+def _is_transducer(config: Any, params: Any) -> bool:
+    """An RNN-T/TDT model: a blank token and a prediction network read decoder_input_ids."""
+    blank = getattr(config, "blank_token_id", None)
+    return isinstance(blank, int) and "decoder_input_ids" in params
+
+
+def _transducer_labels(config: Any, vocab: int, generator: Any) -> tuple[Any, Any]:
+    """Labels of SEQ // 2 non-blank, non-pad tokens and the prediction network's input: the
+    blank (start) token, then the labels (its joint output scores U + 1 label positions)."""
+    import torch
+
+    reserved = {getattr(config, k, None) for k in ("blank_token_id", "pad_token_id")}
+    allowed = torch.tensor([i for i in range(vocab) if i not in reserved])
+    picks = torch.randint(0, len(allowed), (BATCH, SEQ // 2), generator=generator)
+    labels = allowed[picks]
+    start = torch.full((BATCH, 1), config.blank_token_id, dtype=torch.long)
+    return labels, torch.cat([start, labels], dim=1)
+
+
+LATENT_FRAME_KEYS = ("audio_bos_token_id", "audio_latent_token_id", "latent_dim")
+"""A TTS decoder trained on continuous latent frames (Pocket-TTS's, Gradium's) names its audio
+start and frame tokens and the latent width."""
+
+
+def _reads_latent_frames(config: Any) -> bool:
+    return all(isinstance(getattr(config, k, None), int) for k in LATENT_FRAME_KEYS)
+
+
+def _latent_frames(config: Any, ids: Any, generator: Any) -> tuple[Any, Any]:
+    """Text, the audio start token closing the first half (generate's prompt ends there, as such
+    a model's processor writes it), one frame token per target latent, and the target latents
+    (batch, frames, latent_dim) the flow head is trained on."""
+    import torch
+
+    special = [v for k, v in vars(config).items() if k.endswith("_token_id") and isinstance(v, int)]
+    plain = next(i for i in range(ids.max().item() + 2) if i not in special)
+    ids = ids.masked_fill(torch.isin(ids, torch.tensor(special)), plain)
+    half = ids.shape[1] // 2
+    ids[:, half - 1] = config.audio_bos_token_id
+    ids[:, half:] = config.audio_latent_token_id
+    frames = torch.randn(ids.shape[0], ids.shape[1] - half, config.latent_dim, generator=generator)
+    return ids, frames
+
+
 def _recipe_input(config: Any, name: str) -> int | None:
     """The config value an [inputs] entry of the family's recipe names, e.g. the
     `sequence_length = "max_position_embeddings"` of a model that reads fixed-length text."""
@@ -310,6 +358,9 @@ def _sequence_length(config: Any) -> int:
 def _labels_like(config: Any, ids: Any) -> Any:
     """Labels = the input ids, in the layout the family's recipe names ([inputs]): MusicGen's
     decoders read (batch * codebooks, seq) ids and score (batch, seq, codebooks) labels."""
+    frames = _recipe_input(config, "labels_as_frames")
+    if frames is not None:  # CSM: (batch, seq, codebooks) codes below the codebook vocab_size
+        return (ids % config.vocab_size).unsqueeze(-1).repeat(1, 1, frames)
     codebooks = _recipe_input(config, "labels_per_codebook")
     if codebooks is None:
         return ids
@@ -319,13 +370,13 @@ def _labels_like(config: Any, ids: Any) -> Any:
 def _is_classifier(model: Any) -> bool:
     return any(
         s in type(model).__name__
-        # (a detector's labels are per-image box dicts, not token ids: it trains on its outputs;
-        # a VQA head scores (batch, answers) soft targets, ViLT's)
+        # (a VQA head scores (batch, answers) soft targets, ViLT's; a detector's labels are
+        # per-image box dicts, not token ids: it trains on its outputs)
         for s in (
             "ForSequenceClassification",
             "ForTokenClassification",
-            "ForObjectDetection",
             "ForQuestionAnswering",
+            "ForObjectDetection",
         )
     )
 
@@ -339,7 +390,9 @@ def _train_step(model: Any, inputs: dict, labels: dict, report: VerifyReport) ->
     finally:
         with _no_grad():
             for name, buffer in model.named_buffers():
-                if name in buffers:
+                # a table regrown to the input's length (Seamless M4T's sinusoidal positions) is
+                # recomputed, not trained: it stays
+                if name in buffers and buffer.shape == buffers[name].shape:
                     buffer.copy_(buffers[name])
 
 

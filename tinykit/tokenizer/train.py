@@ -60,14 +60,14 @@ def class_for_model_type(model_type: str) -> str:
         name = next((n for n in name if n), None)
     if name is not None and name not in _GENERIC and _trainable(name):
         return name
-    if model_type in _text_model_types() or _is_text_tower(model_type) or _reads_text(model_type):
-        return _DEFAULT_CLASS
     text_tower = _text_tower_type(model_type)
     if text_tower is not None:  # a composite without its own entry reads its text tower's ids
         try:
             return class_for_model_type(text_tower)
         except UnsupportedModelError:  # a tower without an entry of its own either
             return _DEFAULT_CLASS
+    if model_type in _text_model_types() or _is_text_tower(model_type) or _reads_text(model_type):
+        return _DEFAULT_CLASS
     raise UnsupportedModelError(
         f"model_type {model_type!r} takes no text input, so it has no tokenizer. "
         "Only text, multimodal and speech-to-text architectures get a tiny tokenizer. "
@@ -92,20 +92,6 @@ def _is_text_tower(model_type: str) -> bool:
     return getattr(CONFIG_MAPPING[model_type], "base_config_key", None) == "text_config"
 
 
-def _text_tower_type(model_type: str) -> str | None:
-    """The model_type of the text sub-config of a composite default (a dual encoder's BERT,
-    SAM 3 Lite's text encoder), when it has a vocabulary; None for a text-less type."""
-    from transformers import CONFIG_MAPPING
-
-    try:
-        text = CONFIG_MAPPING[model_type]().get_text_config()
-    except Exception:  # a default that does not construct has no tower to ask
-        return None
-    tower = getattr(text, "model_type", None)
-    found = tower in CONFIG_MAPPING and tower != model_type and hasattr(text, "vocab_size")
-    return tower if found else None
-
-
 MEDIA_ARGUMENTS = ("pixel_values", "input_values", "input_features")
 
 
@@ -126,6 +112,20 @@ def _reads_text(model_type: str) -> bool:
         return False
     main = getattr(cls, "main_input_name", None) == "input_ids"
     return "input_ids" in params and (main or not any(a in params for a in MEDIA_ARGUMENTS))
+
+
+def _text_tower_type(model_type: str) -> str | None:
+    """The model_type of the text sub-config of a composite default (a dual encoder's BERT,
+    SAM 3 Lite's text encoder), when it has a vocabulary; None for a text-less type."""
+    from transformers import CONFIG_MAPPING
+
+    try:
+        text = CONFIG_MAPPING[model_type]().get_text_config()
+    except Exception:  # a default that does not construct has no tower to ask
+        return None
+    tower = getattr(text, "model_type", None)
+    found = tower in CONFIG_MAPPING and tower != model_type and hasattr(text, "vocab_size")
+    return tower if found else None
 
 
 def _text_model_types() -> set[str]:
