@@ -248,7 +248,6 @@ def _shrink_node(
             continue
         overrides[key] = merged[key] = _evaluate(expr, merged, f"{path}{key}")
     _shrink_rope(merged, overrides, recipe)
-    _media_token_defaults(full, merged, overrides)
     _clamp_tower_layers(merged, overrides, shrunk_subs.get("vision_config"), recipe)
     if "vision_config" not in shrunk_subs:  # a tower's indexes into its own layers (Mllama's)
         _clamp_tower_layers(merged, overrides, merged, recipe)
@@ -290,25 +289,6 @@ def _clamp_tower_layers(
                     overrides[name] = merged[name] = {**node, key: fixed}
                 else:
                     overrides[key] = merged[key] = fixed
-
-
-MEDIA_TOKEN_KEYS = ("image_token_index", "image_token_id", "video_token_index", "video_token_id")
-
-
-def _media_token_defaults(
-    full: dict[str, Any], merged: dict[str, Any], overrides: dict[str, Any]
-) -> None:
-    """A media placeholder id the class leaves None (BLIP-2's, InstructBLIP's `image_token_index`)
-    is one every real checkpoint sets (its processor adds the token): the model cannot place
-    image features without it. It gets the text vocabulary's last id, which the token remap
-    moves to the tiny vocabulary's top with the other special tokens."""
-    text = full.get("text_config")
-    vocab = (text or {}).get("vocab_size") if isinstance(text, dict) else full.get("vocab_size")
-    if not _is_int(vocab):
-        return
-    for key in MEDIA_TOKEN_KEYS:
-        if key in full and full[key] is None and key not in overrides:
-            overrides[key] = merged[key] = vocab - 1 - MEDIA_TOKEN_KEYS.index(key) // 2
 
 
 def _rescale_pinpoints(
