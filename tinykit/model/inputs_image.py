@@ -90,8 +90,8 @@ def image_inputs(model, config, vision, params, generator, batch) -> tuple[dict[
         pixels = out.get("pixel_values")
         # a tower alone fed by its parent's processor: several images per sample (Idefics3's
         # layout) only where the tower reads them (Granite Docling's tower reads one)
-        several = pixels is not None and pixels.dim() == 5 and "input_ids" not in params
-        if several and not runs(model, out):
+        stacked = pixels is not None and pixels.dim() == 5 and "input_ids" not in params
+        if stacked and not runs(model, out):
             continue
         if pixels is not None and (pixels.dim() < 4 or pixels.shape[-1] == size):
             inputs, how = out, f"processor {type(processor).__name__}"
