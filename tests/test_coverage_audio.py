@@ -21,3 +21,12 @@ def test_a_class_without_its_own_forward_is_transformers_failure_at_full_size():
     assert 'missing the required "forward" function' in error
     # a codec with a forward of its own that reads no token ids builds and is not called
     assert upstream_error("encodec", "EncodecModel") is None
+
+
+def test_a_forward_on_token_ids_alone_proves_nothing_of_a_model_that_reads_more():
+    # CLAP reads audio features beside its text: at full size a forward on token ids alone fails
+    # for want of them, as a tiny model that was given none would; that is tinykit's failure
+    assert upstream_error("clap", "ClapModel") is None
+    # a text model whose own default fails at full size on token ids is still set apart
+    error = upstream_error("gemma4_unified_assistant")
+    assert error is not None and error.startswith("forward: ValueError")

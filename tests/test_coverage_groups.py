@@ -30,6 +30,24 @@ def test_per_stage_heads_divide_every_stage_width():
     assert max(config.num_attention_heads) <= ShrinkSpec().heads
 
 
+def test_lists_a_config_derives_from_its_fields_follow_the_shrunk_fields():
+    # EfficientLoFTR computes per-block channel lists from out_features; the source's
+    # full-size lists, saved beside the fields, must not be set back over them
+    config = _shrunk("efficientloftr")
+    assert config.out_features == [32, 32, 32, 32]
+    assert max(max(stage) for stage in config.stage_block_out_channels) == 32
+    assert config.fine_fusion_dims == [32, 32, 32]
+
+
+def test_hiera_stage_widths_keep_growing_and_the_neck_reads_them():
+    # SAM2's Hiera pools its skip connection only where the width changes between stages
+    config = _shrunk("sam2")
+    widths = config.vision_config.backbone_config.embed_dim_per_stage
+    assert widths == sorted(set(widths)) and widths[-1] <= ShrinkSpec().hidden
+    assert config.vision_config.backbone_channel_list == widths[::-1]
+    assert config.vision_config.backbone_feature_sizes == [[8, 8], [4, 4], [2, 2]]
+
+
 def test_an_absent_mrope_section_is_given_one_that_fits_the_tiny_head():
     # Qwen2-VL's model falls back to [16, 24, 24] (a 128-wide head) when the key is absent
     from transformers import CONFIG_MAPPING
@@ -86,6 +104,8 @@ SAMPLED = [
     "parakeet_encoder",
     "qwen3_asr_encoder",
     "mimi_encoder",
+    "yolos",  # a detector trained on per-image targets (classes, boxes, masks)
+    "video_llama_3_vision",  # a patch-grid tower that also reads each image's merge size
     "minicpmv4_6",  # no image token by default; packed patches with a target_sizes grid
 ]
 

@@ -88,6 +88,7 @@ def shrink_config(
     source = load_config(raw, remote_code)
     full = source.to_dict()
     base = source.to_diff_dict()
+    original = copy.deepcopy(base)
     plans: dict[str, LayerPlan] = {}
     used: set[str] = set()
     faithful = spec.mode == "faithful"
@@ -97,6 +98,7 @@ def shrink_config(
     _give_image_token(full, base)
     if vocab is not None:
         remap_token_ids(base, vocab, token_ids)
+    _drop_derived(type(source), base, original)
     try:
         config = type(source).from_dict(base)
         if hasattr(config, "validate"):
@@ -112,6 +114,33 @@ def shrink_config(
             constraint=str(e),
         ) from e
     return ShrunkConfig(config, plans, tuple(sorted(used)))
+
+
+def _drop_derived(cls: Any, base: dict[str, Any], original: dict[str, Any]) -> None:
+    """Keys the config class computes itself from its fields (EfficientLoFTR's per-block channel
+    lists, from `out_features`) are left to it: the source's full-size values, saved beside
+    the fields and untouched by the shrink, would otherwise be set back over the recomputed
+    ones."""
+    import dataclasses
+
+    config_class = cls  # (is_dataclass narrows cls to a dataclass type, which lacks from_dict)
+    if not dataclasses.is_dataclass(cls):
+        return
+    fields = {f.name for f in dataclasses.fields(cls)}
+    stale = [
+        k
+        for k, v in base.items()
+        if k not in fields and k in original and original[k] == v and not isinstance(v, dict)
+    ]
+    if not stale:
+        return
+    try:
+        probe = config_class.from_dict({k: v for k, v in base.items() if k not in stale})
+    except Exception:  # the shrunk config's own errors are reported by the caller
+        return
+    for key in stale:
+        if hasattr(probe, key) and getattr(probe, key) != base[key]:
+            base.pop(key)
 
 
 def _give_image_token(full: dict[str, Any], base: dict[str, Any]) -> None:
@@ -219,7 +248,6 @@ def _shrink_node(
             continue
         overrides[key] = merged[key] = _evaluate(expr, merged, f"{path}{key}")
     _shrink_rope(merged, overrides, recipe)
-    _media_token_defaults(full, merged, overrides)
     _clamp_tower_layers(merged, overrides, shrunk_subs.get("vision_config"), recipe)
     if "vision_config" not in shrunk_subs:  # a tower's indexes into its own layers (Mllama's)
         _clamp_tower_layers(merged, overrides, merged, recipe)
@@ -261,25 +289,6 @@ def _clamp_tower_layers(
                     overrides[name] = merged[name] = {**node, key: fixed}
                 else:
                     overrides[key] = merged[key] = fixed
-
-
-MEDIA_TOKEN_KEYS = ("image_token_index", "image_token_id", "video_token_index", "video_token_id")
-
-
-def _media_token_defaults(
-    full: dict[str, Any], merged: dict[str, Any], overrides: dict[str, Any]
-) -> None:
-    """A media placeholder id the class leaves None (BLIP-2's, InstructBLIP's `image_token_index`)
-    is one every real checkpoint sets (its processor adds the token): the model cannot place
-    image features without it. It gets the text vocabulary's last id, which the token remap
-    moves to the tiny vocabulary's top with the other special tokens."""
-    text = full.get("text_config")
-    vocab = (text or {}).get("vocab_size") if isinstance(text, dict) else full.get("vocab_size")
-    if not _is_int(vocab):
-        return
-    for key in MEDIA_TOKEN_KEYS:
-        if key in full and full[key] is None and key not in overrides:
-            overrides[key] = merged[key] = vocab - 1 - MEDIA_TOKEN_KEYS.index(key) // 2
 
 
 def _rescale_pinpoints(
@@ -616,7 +625,7 @@ def _evaluate(expr: str, node: dict[str, Any], where: str) -> Any:
     A float constant makes a float (xLSTM's width factors are typed float)."""
 
     def ev(n: ast.AST) -> Any:
-        if isinstance(n, ast.Constant) and (_is_int(n.value) or isinstance(n.value, float)):
+        if isinstance(n, ast.Constant) and (_is_int(n.value) or isinstance(n.value, float | str)):
             return n.value
         if isinstance(n, ast.BinOp) and type(n.op) in _OPS:
             return _OPS[type(n.op)](ev(n.left), ev(n.right))

@@ -275,14 +275,29 @@ def upstream_error(model_type: str, class_name: str | None = None) -> str | None
     # a class without a forward of its own (Bark's, which only chains its sub-models' generate)
     # fails any call, with no inputs as with the tiny model's
     unimplemented = type(model).forward is torch.nn.Module.forward
-    if "input_ids" not in inspect.signature(model.forward).parameters and not unimplemented:
-        return None  # a tower alone (some name input_ids as their main input all the same)
+    if not unimplemented and not _reads_token_ids_only(model):
+        # a tower alone, or a model that also reads pixels, audio or state: a forward on token
+        # ids alone fails for want of those inputs, which proves nothing of transformers
+        return None
     try:
         with torch.device("meta"):
             model() if unimplemented else model(input_ids=torch.zeros(1, 8, dtype=torch.long))
     except Exception as e:  # the full-size default fails where the tiny one did, or elsewhere
         return f"forward: {type(e).__name__}: {_flat(e)[:200]}"
     return None
+
+
+NON_TEXT_PREFIXES = ("pixel_", "input_features", "input_values", "audio_", "video_", "image_")
+NON_TEXT_INPUTS = ("flattened_patches", "state", "latents", "past_values")
+
+
+def _reads_token_ids_only(model: Any) -> bool:
+    """Whether token ids are all the forward needs: it reads input_ids, requires nothing else
+    and names no pixel, audio, state or series input."""
+    params = inspect.signature(model.forward).parameters
+    required = {n for n, p in params.items() if p.default is p.empty and p.kind <= p.KEYWORD_ONLY}
+    media = [n for n in params if n.startswith(NON_TEXT_PREFIXES) or n in NON_TEXT_INPUTS]
+    return "input_ids" in params and required <= {"input_ids"} and not media
 
 
 def _flat(e: BaseException) -> str:

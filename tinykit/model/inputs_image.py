@@ -88,6 +88,11 @@ def image_inputs(model, config, vision, params, generator, batch) -> tuple[dict[
         except Exception:  # this geometry does not suit the processor: try the next one
             continue
         pixels = out.get("pixel_values")
+        # a tower alone fed by its parent's processor: several images per sample (Idefics3's
+        # layout) only where the tower reads them (Granite Docling's tower reads one)
+        stacked = pixels is not None and pixels.dim() == 5 and "input_ids" not in params
+        if stacked and not runs(model, out):
+            continue
         if pixels is not None and (pixels.dim() < 4 or pixels.shape[-1] == size):
             inputs, how = out, f"processor {type(processor).__name__}"
             break
@@ -335,16 +340,32 @@ def native_patch_inputs(vision: Any, generator: Any, batch: int) -> tuple[dict[s
 
 
 def square_patches(model: Any, vision: Any, grid: dict[str, Any]) -> dict[str, Any]:
-    """Flattened patch rows, or, for a tower whose patch embedding is a 2D convolution over each
-    patch (Kimi-K2.5's), the same rows as (patches, channels, patch, patch) when only they run."""
+    """Flattened patch rows, or the first other layout of the same values that runs where they do
+    not: for a tower whose patch embedding is a 2D convolution over each patch (Kimi-K2.5's),
+    (patches, channels, patch, patch); for one that reads channels-last pixels and a grid of
+    merged tokens (Inkling2's), one (merge, patch, merge, patch, channels) block per token and
+    the grid divided by the merge size."""
     key = "pixel_values" if "pixel_values" in grid else "hidden_states"
     getter = image_features_getter(model) or model
     side = getattr(vision, "patch_size", None)
     rows = grid[key]
     if not is_int(side) or rows.dim() != 2 or rows.shape[-1] % (side * side) or runs(getter, grid):
         return grid
-    squares = {**grid, key: rows.view(len(rows), -1, side, side)}
-    return squares if runs(getter, squares) else grid
+    candidates = [{**grid, key: rows.view(len(rows), -1, side, side)}]
+    merge = getattr(vision, "spatial_merge_size", None)
+    grid_key = next((k for k in GRID_INPUTS if k in grid), None)
+    if is_int(merge) and grid_key is not None:
+        merged = grid[grid_key] // torch_tensor([1, merge, merge])
+        channels = rows.shape[-1] // (side * side)
+        pixels = rows.reshape(-1, merge, side, merge, side, channels)
+        candidates.append({**grid, key: pixels, grid_key: merged})
+    return next((c for c in candidates if runs(getter, c)), grid)
+
+
+def torch_tensor(values: list[int]) -> Any:
+    import torch
+
+    return torch.tensor(values)
 
 
 def side_token_inputs(model: Any, generator: Any, batch: int, seq: int) -> dict[str, Any]:

@@ -242,7 +242,9 @@ def make_inputs(model: Any, generator: Any) -> tuple[dict[str, Any], dict[str, A
     labels: dict[str, Any] = {}
     if "return_loss" in params:
         labels["return_loss"] = True
-    elif "labels" in params and _reads_targets(params["labels"]):
+    # (a zero-shot detector's classes are phrases of its text, which random ids have none of:
+    # Grounding DINO trains on its outputs)
+    elif "labels" in params and _reads_targets(params["labels"]) and "input_ids" not in params:
         pixels = media.get("pixel_values")
         side = tuple(pixels.shape[-2:]) if pixels is not None else (32, 32)
         labels["labels"] = _detection_targets(config, side, generator)
@@ -525,7 +527,7 @@ def _tokenizer(model: Any, folder: Path, inputs: dict, report: VerifyReport, tru
     from transformers import AutoTokenizer
 
     from tinykit.model.inputs_declared import declared_inputs
-    from tinykit.tokenizer.check import PROBE, check_tokenizer
+    from tinykit.tokenizer.check import PROBE, check_tokenizer, encode
     from tinykit.tokenizer.source import has_tokenizer_files
 
     if not has_tokenizer_files(folder):
@@ -544,9 +546,8 @@ def _tokenizer(model: Any, folder: Path, inputs: dict, report: VerifyReport, tru
     report.problems += [f"tokenizer: {p}" for p in report.tokenizer.get("problems", [])]
     if "input_ids" not in inputs:
         return
-    ids = AutoTokenizer.from_pretrained(folder, trust_remote_code=trust)(
-        PROBE, return_tensors="pt"
-    )["input_ids"]
+    tok = AutoTokenizer.from_pretrained(folder, trust_remote_code=trust)
+    ids = encode(tok, PROBE, return_tensors="pt")["input_ids"]
     ids = ids[
         :, : getattr(model.config.get_text_config(decoder=True), "max_position_embeddings", None)
     ]
