@@ -7,8 +7,11 @@ machine): the tiny-llama fixture (2 layers, hidden 32) and a ~10M-parameter 12-l
 (hidden 256, built from its config). Per model, side by side: a plain step, `detect_anomalies`
 (full, and sampled every 10th step), transformers' `DebugUnderflowOverflow` (forward only),
 `torch.autograd.detect_anomaly` (backward only), and `tinykit.record` with stats in memory
-(ring buffer of 1000 records). The sampled mode runs 10 steps per sample (one checked). Modes
-alternate, --reps times; the table gives the median CPU and wall milliseconds per step, each
+(ring buffer of 1000 records). Each sample times 20 steps of the tiny decoder and 10 of the 10M
+model (--steps-10m): with 3 steps per sample a neighbour's burst on the shared machine moved one
+sample by 30% and the 10M ratios swung 1.4x-1.9x between runs; 10 steps (~2-6 s per sample)
+average such bursts out and keep the whole run at ~3-4 minutes. The sampled mode runs 10 steps
+per sample (one checked). Modes alternate, --reps times; the table gives the median CPU and wall milliseconds per step, each
 with its ratio to the plain step, and whether the issue's goal (on CPU time: wall time on a
 shared machine mostly measures the neighbours) is met. Then the RSS of a `detect_anomalies` run
 (21-frame ring buffer) at step 10 and at step --rss-steps.
@@ -152,6 +155,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--reps", type=int, default=2)
     parser.add_argument("--rss-steps", type=int, default=1000)
+    parser.add_argument("--steps-10m", type=int, default=10, help="steps per sample, 10M model")
     args = parser.parse_args()
     torch.set_num_threads(1)
     transformers.logging.set_verbosity_error()
@@ -164,7 +168,11 @@ def main() -> None:
         args.reps,
     )
     bench(
-        "12-layer Llama", ten_million(), torch.arange(128).reshape(2, 64) % 1000 + 3, 3, args.reps
+        "12-layer Llama",
+        ten_million(),
+        torch.arange(128).reshape(2, 64) % 1000 + 3,
+        args.steps_10m,
+        args.reps,
     )
     rss(args.rss_steps)
 
