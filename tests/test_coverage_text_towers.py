@@ -40,8 +40,9 @@ def test_a_zero_width_means_none_and_stays_zero():
 # One type per fix, a second or two each: declared inputs (the Q-Former's query embeddings and
 # image features, TimesFM's padding and frequency), a channel axis named by num_input_channels
 # (PatchTSMixer), a text tower no task table lists that needs a trained tokenizer
-# (MuseGlimmer's). The whole group is `tinykit coverage --all` (nox -s coverage -- --all).
-SAMPLED = ["blip_2_qformer", "timesfm", "patchtsmixer", "muse_glimmer_text"]
+# (MuseGlimmer's), per-token boxes with box embeddings the class would size from a tiny width
+# (BROS's). The whole group is `tinykit coverage --all` (nox -s coverage -- --all).
+SAMPLED = ["blip_2_qformer", "timesfm", "patchtsmixer", "muse_glimmer_text", "bros"]
 
 
 @pytest.fixture(scope="module")

@@ -37,6 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import contextlib
+    import sys
     import time
 
     from tinykit.errors import UsageError
@@ -50,15 +52,20 @@ def run(args: argparse.Namespace) -> int:
     in_order = (
         sweep_in_processes(wanted, classes, args.jobs) if args.jobs > 1 else sweep(wanted, classes)
     )
-    for row in in_order:
-        rows.append(row)
-        if not args.json:  # stream: a full sweep takes minutes
-            print(
-                f"{'PASS' if row.ok else 'FAIL'} {groups.get(row.model_type, '?'):10s} "
-                f"{row.model_type:32s} {row.weight_bytes:>10,} B {row.seconds:6.2f}s"
-                + ("" if row.ok else f"  {'[upstream] ' if row.upstream else ''}{row.reason}"),
-                flush=True,
-            )
+    out = sys.stdout
+    # what model code prints (Reformer's "Warning: ... is not a recognized input") goes to
+    # stderr: stdout holds the rows and the report alone, so that --json parses
+    with contextlib.redirect_stdout(sys.stderr):
+        for row in in_order:
+            rows.append(row)
+            if not args.json:  # stream: a full sweep takes minutes
+                print(
+                    f"{'PASS' if row.ok else 'FAIL'} {groups.get(row.model_type, '?'):10s} "
+                    f"{row.model_type:32s} {row.weight_bytes:>10,} B {row.seconds:6.2f}s"
+                    + ("" if row.ok else f"  {'[upstream] ' if row.upstream else ''}{row.reason}"),
+                    file=out,
+                    flush=True,
+                )
     summary = summarize(rows, groups, wall_seconds=time.perf_counter() - started)
     emit(summary, args.json, "\n".join(summary_lines(summary)))
     return 0

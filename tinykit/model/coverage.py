@@ -227,7 +227,13 @@ def sweep_in_processes(
 
 
 def _worker_setup(threads: int) -> None:
+    import os
+    import sys
+
     import torch
+
+    os.dup2(2, 1)  # what model code prints goes to stderr: the parent's stdout is its report
+    sys.stdout = sys.stderr
 
     import tinykit.model.build
     import tinykit.model.verify  # noqa: F401  (imports paid here, not in a type's seconds)
