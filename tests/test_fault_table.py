@@ -221,6 +221,9 @@ TABLE: dict[str, dict[str, Row]] = {
     },
     "coverage": {
         "unknown type": row("coverage no_such_model_type", 2, "no_such_model_type"),
+        "no workers": row("coverage bert --jobs 0", 2, "--jobs 0"),
+        "workers not a number": row("coverage bert --jobs x", 2, "--jobs"),
+        "unknown type with workers": row("coverage no_such_model_type --jobs 2", 2, "no_such"),
     },
     "check-determinism": {
         "no colon": row("check-determinism justaname", 2, "justaname"),
