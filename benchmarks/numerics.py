@@ -1,6 +1,6 @@
 """What the numerics debugger costs per training step, beside the tools it replaces.
 
-    python benchmarks/numerics.py [--reps 2] [--rss-steps 1000]
+    python benchmarks/numerics.py [--reps 3] [--rss-steps 1000]
 
 Two models, forward + backward + SGD step on CPU, one intra-op thread (steadier on a shared
 machine): the tiny-llama fixture (2 layers, hidden 32) and a ~10M-parameter 12-layer Llama
@@ -10,11 +10,14 @@ machine): the tiny-llama fixture (2 layers, hidden 32) and a ~10M-parameter 12-l
 (ring buffer of 1000 records). Each sample times 20 steps of the tiny decoder and 10 of the 10M
 model (--steps-10m): with 3 steps per sample a neighbour's burst on the shared machine moved one
 sample by 30% and the 10M ratios swung 1.4x-1.9x between runs; 10 steps (~2-6 s per sample)
-average such bursts out and keep the whole run at ~3-4 minutes. The sampled mode runs 10 steps
-per sample (one checked). Modes alternate, --reps times; the table gives the median CPU and wall milliseconds per step, each
-with its ratio to the plain step, and whether the issue's goal (on CPU time: wall time on a
-shared machine mostly measures the neighbours) is met. Then the RSS of a `detect_anomalies` run
-(21-frame ring buffer) at step 10 and at step --rss-steps.
+average such bursts out and keep the whole run at ~4-5 minutes. The sampled mode runs 10 steps
+per sample (one checked). Each rep runs a plain sample, then each mode's sample followed by
+another plain one, --reps times: a mode's ratio is its CPU time over the mean of the two plain
+samples beside it (the machine's speed drifts by 20% over a minute; a pair a few seconds apart
+drifts much less), and the table gives the median per-step milliseconds and the median ratio,
+with whether the issue's goal (on CPU time: wall time on a shared machine mostly measures the
+neighbours) is met. Then the RSS of a `detect_anomalies` run (21-frame ring buffer) at step 10
+and at step --rss-steps.
 """
 
 from __future__ import annotations
@@ -101,12 +104,24 @@ def bench(name: str, model: torch.nn.Module, ids: torch.Tensor, steps: int, reps
     table = modes(model)
     for m, _ in table.values():  # warm up every model once
         run_steps(m, ids, 2, nullcontext)
-    samples: dict[str, list[tuple[float, float]]] = {k: [] for k in table}
+    plain = table.pop("plain")
+    samples: dict[str, list[tuple[float, float]]] = {"plain": [], **{k: [] for k in table}}
+    # (CPU, wall) ratio of each sample to the mean of the plain samples just before and after
+    ratios: dict[str, list[tuple[float, float]]] = {k: [] for k in table}
     for _ in range(reps):
+        before = run_steps(plain[0], ids, steps, plain[1])
+        samples["plain"].append(before)
         for mode, (m, context) in table.items():
             # a fresh detector checks its step 0: the sampled mode runs a whole period
             n = max(steps, 10) if mode == "detect sampled" else steps
-            samples[mode].append(run_steps(m, ids, n, context))
+            sample = run_steps(m, ids, n, context)
+            after = run_steps(plain[0], ids, steps, plain[1])
+            samples[mode].append(sample)
+            samples["plain"].append(after)
+            ratios[mode].append(
+                tuple(s / ((b + a) / 2) for s, b, a in zip(sample, before, after, strict=True))
+            )
+            before = after
     params = sum(p.numel() for p in model.parameters())
     print(
         f"\n{name}: {params / 1e6:.2f}M parameters, batch {tuple(ids.shape)}, {steps} steps x {reps}"
@@ -116,19 +131,22 @@ def bench(name: str, model: torch.nn.Module, ids: torch.Tensor, steps: int, reps
     )
     cpu = {k: statistics.median(c for c, _ in v) for k, v in samples.items()}
     wall = {k: statistics.median(w for _, w in v) for k, v in samples.items()}
+    cpu_x = {k: statistics.median(c for c, _ in v) for k, v in ratios.items()}
+    wall_x = {k: statistics.median(w for _, w in v) for k, v in ratios.items()}
+    cpu_x["plain"] = wall_x["plain"] = 1.0
     for mode in samples:
-        ratio = cpu[mode] / cpu["plain"]
+        ratio = cpu_x[mode]
         goal = ""
         if mode in GOALS:
             goal = f"<= {GOALS[mode]}x {'met' if ratio <= GOALS[mode] else 'MISSED'}"
         if mode == "detect full":
-            duo = cpu[mode] / cpu["DebugUnderflowOverflow"]
+            duo = ratio / cpu_x["DebugUnderflowOverflow"]
             goal += (
                 f"; <= DebugUnderflowOverflow: {duo:.2f}x of it {'met' if duo <= 1 else 'MISSED'}"
             )
         print(
             f"  {mode:<24} {cpu[mode] * 1e3:>8.2f} {ratio:>6.2f}x {wall[mode] * 1e3:>8.2f} "
-            f"{wall[mode] / wall['plain']:>6.2f}x  {goal}"
+            f"{wall_x[mode]:>6.2f}x  {goal}"
         )
 
 
@@ -153,7 +171,7 @@ def rss(steps: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--reps", type=int, default=2)
+    parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--rss-steps", type=int, default=1000)
     parser.add_argument("--steps-10m", type=int, default=10, help="steps per sample, 10M model")
     args = parser.parse_args()

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import warnings
+import weakref
 from collections import deque
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
@@ -84,7 +85,8 @@ class AnomalyDetector(Sink):
         self._pending: list[Pending] = []
         self._tail: deque[Pending] = deque(maxlen=frames)
         self._flags: list[Any] = []  # the 0-d probes of the pending records
-        self._probes: dict[int, tuple[Any, int, Any]] = {}  # id -> (tensor, version, probe)
+        # id -> (weakref, version, probe) of the tensors probed in this forward or backward pass
+        self._probes: dict[int, tuple[Any, int, Any]] = {}
         # warn_above: (index in _pending, record, name, dtype, 0-d min, 0-d max) of each output
         self._peaks: list[tuple[int, Record, str, str, Any, Any]] = []
         self._frames: list[Record] = []
@@ -138,11 +140,19 @@ class AnomalyDetector(Sink):
             return
         if record.step in self.trace_steps:
             self.traced.setdefault(record.step, []).append(record)
-        entries = []
-        for side, named in enumerate(tensors):
-            for name, t in named:
-                if t.is_floating_point() and t.numel():
-                    entries.append((side, name, t, t._version, self._probe(t)))
+        # The outputs are reduced (the inputs only of a record without any): a non-finite input
+        # gives a non-finite output, and only then are the inputs looked at (`_locate`), to
+        # tell a value that arrived bad from one the module made. Most inputs are an earlier
+        # record's outputs, whose reductions are reused (`_probe`).
+        floats = [
+            [(n, t) for n, t in named if t.is_floating_point() and t.numel()] for named in tensors
+        ]
+        reduced = 1 if floats[1] else 0
+        entries = [
+            (side, name, t, t._version, self._probe(t, side == reduced))
+            for side in (0, 1)
+            for name, t in floats[side]
+        ]
         if self.warn_above is not None and record.kind == "forward":
             for name, t in tensors[1]:
                 if t.is_floating_point() and t.numel():
@@ -152,7 +162,21 @@ class AnomalyDetector(Sink):
                     self._peaks.append(
                         (where, record, name, dtype_name(t), *torch.aminmax(t.detach()))
                     )
-        self._pending.append((record, tensors, entries))
+        pending = (record, tensors, entries)
+        self._pending.append(pending)
+        if entries and entries[0][2].is_cpu:
+            # No device to wait for, so check now and let go of the tensors: holding a whole
+            # backward's gradients until it ends costs fresh memory (page faults) for each,
+            # ~20% of a step on CPU. Only the last `frames` records stay, for the report.
+            if (
+                len(self._pending) == 1
+                and not self._peaks
+                and all(math.isfinite(f.item()) for f in self._flags)
+            ):
+                self._pending, self._flags = [], []  # the common case, in short
+                self._tail.append(pending)
+            else:
+                self._check(end=False)
         if record.kind == "grad" and not self._callback_queued:
             from torch.autograd import Variable
 
@@ -165,30 +189,36 @@ class AnomalyDetector(Sink):
     def on_step(self, rec: Recorder, step: int) -> None:
         self._check()
 
-    def _probe(self, t: torch.Tensor) -> Any:
-        """The 0-d float32 value of `t` that is non-finite iff an element is (see above)."""
-        import torch
-
+    def _probe(self, t: torch.Tensor, compute: bool = True) -> Any:
+        """The 0-d float32 value of `t` that is non-finite iff an element is (see above); None
+        when not `compute` and not known already."""
         key = id(t)
         known = self._probes.get(key)
-        if known is not None and known[0] is t and known[1] == t._version:
+        if known is not None and known[0]() is t and known[1] == t._version:
             return known[2]  # the unchanged output of the previous module, now an input
-        d = t.detach()
-        value = torch.sum(d, dtype=torch.float64 if d.dtype == torch.float64 else torch.float32)
-        self._probes[key] = (t, t._version, value)
+        if not compute:
+            return None
+        value = _reduce(t)
+        self._probes[key] = (weakref.ref(t), t._version, value)
         self._flags.append(value)
         return value
 
-    def _check(self) -> None:
+    def _check(self, end: bool = True) -> None:
+        """Check the pending records; `end`: a forward or backward pass is over."""
         import torch
 
-        self._callback_queued = False
+        if end:
+            self._callback_queued = False
+            self._probes = {}
         pending, flags, peaks = self._pending, self._flags, self._peaks
-        self._pending, self._flags, self._peaks, self._probes = [], [], [], {}
+        self._pending, self._flags, self._peaks = [], [], []
         self._large = []
         if self._tripped or not pending:
             return
-        values = torch.stack([f.float() for f in flags]).tolist() if flags else []
+        if len(flags) == 1:
+            values = [flags[0].item()]
+        else:
+            values = torch.stack([f.float() for f in flags]).tolist() if flags else []
         if peaks:  # the check's second host sync, only with warn_above
             peak_values = torch.stack([v.float() for p in peaks for v in p[4:]]).tolist()
             self._large = [
@@ -210,7 +240,11 @@ class AnomalyDetector(Sink):
         for i, (record, tensors, entries) in enumerate(pending):
             if record.step == self._found_step:
                 continue  # what follows a finding in its step is its consequence, not a new one
+            if all(v is None or math.isfinite(v.item()) for *_, v in entries):
+                continue
             for side, name, t, version, value in entries:
+                if value is None:  # an input not reduced yet: reduce it now
+                    value = _reduce(t)
                 if math.isfinite(value.item()):
                     continue
                 if t._version == version:  # not changed in place since: verify on the tensor
@@ -298,6 +332,15 @@ class AnomalyDetector(Sink):
             return self.model.get_submodule(name)
         except AttributeError:
             return None
+
+
+def _reduce(t: torch.Tensor) -> Any:
+    """Its float32 sum (float64 for float64): non-finite iff an element is, or rarely when
+    finite values overflow the sum (a suspect `_locate` verifies on the tensor)."""
+    import torch
+
+    d = t.detach()
+    return torch.sum(d, dtype=torch.float64 if d.dtype == torch.float64 else torch.float32)
 
 
 def detect_anomalies(

@@ -27,7 +27,7 @@ from collections import deque
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from tinykit.numerics.backward import ModuleBackward
+from tinykit.numerics.backward import BackwardTaps, CallBackward, sequence_nr
 from tinykit.numerics.stats import flat_and_hash, minmax_summaries, scratch_buffers, summarize
 from tinykit.numerics.summary import (
     RawTensors,
@@ -119,11 +119,14 @@ class Recorder:
         self._foreign: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._seen: dict[int, tuple[Any, int, TensorSummary]] = {}  # minmax, this step
         self._roots = 0
-        # (seq, name, kind) of the forward calls in progress; kind None: seen, not recorded
-        self._stack: list[tuple[int, str, str | None]] = []
+        # (seq, name, kind, autograd's next node number) of the forward calls in progress;
+        # kind None: seen, not recorded
+        self._stack: list[tuple[int, str, str | None, int]] = []
+        self._taps = BackwardTaps(self)  # the backward hooks of the forward in progress
         self._seq = 0
         self._calls: dict[tuple[str, str], int] = {}
         self._handles: list[Any] = []  # tensor and autograd-node hooks, removed on exit
+        self._live_handles = 256  # how many were alive at the last pruning (at least 256)
         self._global: list[Any] = []  # the two global module hooks, while installed
         # With a model and a steps filter the global hooks are on only in recorded steps, so
         # the other steps (a sampled detector's nine in ten) run no per-module hook at all.
@@ -218,7 +221,9 @@ class Recorder:
         self._seen.clear()
         # Hooks on the tensors and graph nodes of finished steps die with them: drop their
         # handles, so a long run under a ring buffer keeps a flat memory.
-        self._handles = [h for h in self._handles if h.hooks_dict_ref() is not None]
+        if len(self._handles) > 2 * self._live_handles:  # amortized: a pass over all of them
+            self._handles = [h for h in self._handles if h.hooks_dict_ref() is not None]
+            self._live_handles = max(len(self._handles), 256)
         if self._gated and self._open:  # per-module hooks only in recorded steps
             if self.recording:
                 self._install()
@@ -342,20 +347,38 @@ class Recorder:
         kind = None
         if name is not None and self.recording and self._is_wanted(module, name):
             kind = "recompute" if recompute else "forward"
-        self._stack.append((self._next_seq() if kind else 0, name or "", kind))
+        lo = sequence_nr() if kind == "forward" and "grad" in self.what else 0
+        self._stack.append((self._next_seq() if kind else 0, name or "", kind, lo))
 
     def _post_hook(
         self, module: torch.nn.Module, args: Any, kwargs: Any, output: Any = _RAISED
     ) -> None:
         if not self._stack:  # a call that began before this recorder was entered
             return
-        seq, name, kind = self._stack.pop()  # runs also when forward raised (always_call=True)
+        # runs also when forward raised (always_call=True)
+        seq, name, kind, lo = self._stack.pop()
         if output is _RAISED and kind == "recompute":
             # checkpointing stops a recomputation (by raising) once it has what backward needs
             output = None
-        if kind is None or output is _RAISED:  # torch passes no output when forward raised
-            return
-        parent = next((n for _, n, k in reversed(self._stack) if k), "")
+        try:
+            if kind is not None and output is not _RAISED:  # no output when forward raised
+                self._record_call(module, args, kwargs, output, seq, name, kind, lo)
+        finally:
+            if not self._stack:  # the outermost call is over: hook the backward of its calls
+                self._taps.install()
+
+    def _record_call(
+        self,
+        module: torch.nn.Module,
+        args: Any,
+        kwargs: Any,
+        output: Any,
+        seq: int,
+        name: str,
+        kind: str,
+        lo: int,
+    ) -> None:
+        parent = next((n for _, n, k, _ in reversed(self._stack) if k), "")
         inputs = call_tensors(args, kwargs)
         outs = output_tensors(output)
         what = self.what
@@ -374,7 +397,9 @@ class Recorder:
             else [],
         )
         if kind == "forward" and "grad" in what and any(t.requires_grad for _, t in outs):
-            ModuleBackward(self, name, parent, inputs, outs, type(module).__name__)
+            self._taps.add(
+                CallBackward(self, name, parent, inputs, outs, type(module).__name__, lo)
+            )
 
     def _hook(self, handle: Any) -> None:
         self._handles.append(handle)
