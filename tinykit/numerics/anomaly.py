@@ -5,14 +5,14 @@
             model(**batch).loss.backward()          # raises tinykit.NumericsError
 
 It runs on the numerics `Recorder` (one hook set with `tinykit.record` and `check_determinism`,
-and it stacks with them): every floating input and output of every forward call of every module
-of `model`, and of each module's backward (the gradient it received and the one it passed on), is
-reduced to one 0-d value with no host sync; those are checked together, one host sync, when the
-top-level forward returns and when a backward pass ends. The first non-finite value, in call
-order, raises `NumericsError` (then, not in the middle of the forward)
-naming the step, the module's qualified name and the tensor ("input[0]", "output.loss",
-"grad input[0]": the gradient its own backward produced), with the last `frames` frames in
-transformers' `DebugUnderflowOverflow` layout; `err.report` holds the same as JSON-ready data.
+and it stacks with them): every forward call of every module of `model`, and each module's
+backward (the gradient it received and the one it passed on), is checked for NaN/Inf. The first
+non-finite value, in call order, raises `NumericsError` naming the step, the module's qualified
+name and the tensor ("input[0]", "output.loss", "grad input[0]": the gradient its own backward
+produced), with the last `frames` frames in transformers' `DebugUnderflowOverflow` layout;
+`err.report` holds the same as JSON-ready data. On CPU each record is checked as it is made (the
+error comes from inside the forward or backward); on an accelerator the checks wait for the
+top-level forward to return and for the backward pass to end, one host sync each.
 
 Unlike `DebugUnderflowOverflow` it checks gradients too, keeps a bounded ring buffer (cleared,
 never replaced), resets after each finding, removes its hooks on exit, and has no mutable default.
@@ -128,12 +128,13 @@ class AnomalyDetector(Sink):
 
     # -- the checks -----------------------------------------------------------------------
     #
-    # Each floating tensor of a record is reduced to ONE 0-d value with no host sync: its float32
-    # sum, which is NaN/Inf iff an element is (or, rarely, when finite values overflow the sum:
-    # such a suspect is verified on the tensor itself). The values are checked together, one
-    # host sync, when the model's top-level forward returns and when a backward pass ends; only
-    # then, and only on a finding, are the offending record located in call order and abs-min /
-    # abs-max computed for the frames of the report (the tensors are held until the check).
+    # Each floating output of a record (its inputs, if it has no output) is reduced to ONE 0-d
+    # value with no host sync: its float32 sum (`_reduce`). On an accelerator the values are
+    # checked together, one host sync, when the model's top-level forward returns and when a
+    # backward pass ends, and the tensors are held until then; on CPU, where reading a value
+    # costs no sync, each record is checked as it comes and only the last `frames` records are
+    # held. Only on a finding are the offending record located in call order, its inputs looked
+    # at, and abs-min / abs-max computed for the frames of the report.
 
     def on_record(self, rec: Recorder, record: Record, tensors: RawTensors) -> None:
         if self._tripped:
@@ -369,8 +370,8 @@ def detect_anomalies(
         frames: how many frames (module calls) the report shows: a ring buffer.
         every: check only every k-th step; k > 1 uses the sampled mode.
         trace_steps: steps whose every frame is kept in `det.traced[step]`.
-        sampled: kept for compatibility: every mode now makes one fused finite check per tensor
-            and one host sync per forward and per backward, with the full report.
+        sampled: kept for compatibility: every mode makes one fused finite check per output
+            (one host sync per forward and per backward on an accelerator), with the full report.
 
     Raises:
         NumericsError: at the first NaN/Inf, with `.report` (a JSON-ready dict).

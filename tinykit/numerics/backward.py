@@ -99,7 +99,7 @@ class CallBackward:
         """`grad` (detached) of output i has arrived."""
         self.grad_outs[i] = grad
         if not self.consumers:  # no input gradient to wait for: record this as it arrives
-            label = self.name if len(self.outs) == 1 else f"{self.name}[{i}]"
+            label = self.name if len(self.grad_outs) == 1 else f"{self.name}[{i}]"
             self._write(label, [(self.out_names[i], grad)], [])
 
     def input_grad(self, i: int, grad: Any) -> None:
@@ -115,9 +115,11 @@ class CallBackward:
             [(n, g) for n, g in zip(self.out_names, self.grad_outs, strict=True) if g is not None],
             [(n, g) for n, g in zip(self.in_names, self.grad_ins, strict=True) if g is not None],
         )
-        # a second backward through a retained graph runs the same nodes again
+        # a second backward through a retained graph runs the same nodes again; and the
+        # gradients go now, not with the graph
         self.pending = self.consumers
         self.grad_ins = [None] * len(self.grad_ins)
+        self.grad_outs = [None] * len(self.grad_outs)
 
     def _write(
         self,
@@ -217,6 +219,10 @@ class BackwardTaps:
             rec._hook(node.register_hook(_consumer_hook(rec, mine, served)))
         for call in calls:
             call.pending = call.consumers
+            # The hooks hold the call: were it to hold its outputs (and so their nodes), each
+            # step's graph would be a cycle through C++ that no collector frees. (Not before
+            # the walk: it matches nodes by id, so the ones it looks for must stay alive.)
+            call.outs, call.in_edges = [], []
         for node, outs in out_nodes.values():
             rec._hook(node.register_prehook(_output_prehook(rec, outs)))
 

@@ -19,7 +19,6 @@ during backward are recorded as kind "recompute", so they are marked and not cou
 
 from __future__ import annotations
 
-import dataclasses
 import fnmatch
 import hashlib
 import weakref
@@ -317,7 +316,7 @@ class Recorder:
         for n, t in named:  # stats: an input that is an unchanged earlier output is not redone
             ref, version, known = self._seen.get(id(t), (None, -1, None))
             if known is not None and ref is not None and ref() is t and version == t._version:
-                out.append(known if known.name == n else dataclasses.replace(known, name=n))
+                out.append(known if known.name == n else known.renamed(n))
                 continue
             summary = summarize(t, self.keep_values, n, full_stats=True, with_hash=self.hashes)
             self._seen[id(t)] = (weakref.ref(t), t._version, summary)

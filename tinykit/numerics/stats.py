@@ -3,7 +3,6 @@ reductions and one host sync, and the anomaly detector's abs-min/abs-max (`minma
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import math
 import struct
@@ -124,8 +123,12 @@ def _full_stats(flat: torch.Tensor) -> tuple[Any, Any, Any, dict[str, Any]]:
     # One-pass variance from the sum and the sum of squares (a BLAS dot): two kernels that only
     # read; torch.std_mean is ~40x slower on CPU. Its cancellation is checked below.
     total, squares = x.sum(), torch.dot(x, x)
-    lo, hi, total_v, squares_v = torch.stack([*lo_hi, total, squares]).tolist()
-    code_lo, code_hi = torch.stack(code_lo_hi).tolist()
+    # one host sync for all six: the four floats travel as their bits, beside the int codes
+    int_dtype = ints.dtype
+    *bits, code_lo, code_hi = torch.stack(
+        [*(v.view(int_dtype) for v in (*lo_hi, total, squares)), *code_lo_hi]
+    ).tolist()
+    lo, hi, total_v, squares_v = _from_bits(bits, width)
     if not (math.isfinite(lo) and math.isfinite(hi)):
         return _non_finite_stats(x)
     mean_v = total_v / n
@@ -151,6 +154,12 @@ def _full_stats(flat: torch.Tensor) -> tuple[Any, Any, Any, dict[str, Any]]:
         "nonzero_absmin": nz,
     }
     return mean_v, math.sqrt(max(var, 0.0)) if n > 1 else 0.0, max(abs(lo), abs(hi)), extra
+
+
+def _from_bits(bits: list[int], width: int) -> tuple[float, ...]:
+    """The floats whose bit patterns (as signed ints of `width` bits) these are."""
+    packed, real = ("i", "f") if width == 32 else ("q", "d")
+    return struct.unpack(f"{len(bits)}{real}", struct.pack(f"{len(bits)}{packed}", *bits))
 
 
 def _decode_absmin(code: int, width: int) -> float:
@@ -204,7 +213,7 @@ def minmax_summaries(
     for i, (name, t) in enumerate(named):
         ref, version, known = seen.get(id(t), (None, -1, None))
         if known is not None and ref is not None and ref() is t and version == t._version:
-            out[i] = known if known.name == name else dataclasses.replace(known, name=name)
+            out[i] = known if known.name == name else known.renamed(name)
         elif t.is_floating_point() and t.numel() > 0:
             todo.append(i)
             reductions.extend(torch.aminmax(t.detach().abs()))
