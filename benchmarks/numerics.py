@@ -1,6 +1,6 @@
 """What the numerics debugger costs per training step, beside the tools it replaces.
 
-    python benchmarks/numerics.py [--reps 3] [--rss-steps 1000]
+    python benchmarks/numerics.py [--reps 5] [--rss-steps 1000]
 
 Two models, forward + backward + SGD step on CPU, one intra-op thread (steadier on a shared
 machine): the tiny-llama fixture (2 layers, hidden 32) and a ~10M-parameter 12-layer Llama
@@ -10,7 +10,7 @@ machine): the tiny-llama fixture (2 layers, hidden 32) and a ~10M-parameter 12-l
 (ring buffer of 1000 records). Each sample times 20 steps of the tiny decoder and 10 of the 10M
 model (--steps-10m): with 3 steps per sample a neighbour's burst on the shared machine moved one
 sample by 30% and the 10M ratios swung 1.4x-1.9x between runs; 10 steps (~2-6 s per sample)
-average such bursts out and keep the whole run at ~4-5 minutes. The sampled mode runs 10 steps
+average such bursts out and keep the whole run at ~6-8 minutes. The sampled mode runs 10 steps
 per sample (one checked). Each rep runs a plain sample, then each mode's sample followed by
 another plain one, --reps times: a mode's ratio is its CPU time over the mean of the two plain
 samples beside it (the machine's speed drifts by 20% over a minute; a pair a few seconds apart
@@ -171,7 +171,7 @@ def rss(steps: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--rss-steps", type=int, default=1000)
     parser.add_argument("--steps-10m", type=int, default=10, help="steps per sample, 10M model")
     args = parser.parse_args()

@@ -99,26 +99,42 @@ def iter_tensors(value: Any) -> Iterator[torch.Tensor]:
 
 def named_tensors(value: Any, prefix: str) -> Iterator[tuple[str, torch.Tensor]]:
     """(label, tensor) pairs in `iter_tensors` order: "input[0]", "output.logits", "output[1][0]"."""
+    return iter(_collect(value, prefix, []))
+
+
+def _collect(
+    value: Any, prefix: str, out: list[tuple[str, torch.Tensor]]
+) -> list[tuple[str, torch.Tensor]]:
+    # Every module call runs this on its arguments and outputs: a list and a type test before
+    # any label is built (a decoder layer's half-dozen keyword arguments are mostly None and
+    # flags), ~3x faster than nested generators.
     import torch
 
     if isinstance(value, torch.Tensor):
-        yield prefix, value
+        out.append((prefix, value))
     elif isinstance(value, Mapping):
         for k, v in value.items():
-            yield from named_tensors(v, f"{prefix}.{k}")
+            if v is not None and not isinstance(v, _SCALARS):
+                _collect(v, f"{prefix}.{k}", out)
     elif isinstance(value, (tuple, list)):
         for i, v in enumerate(value):
-            yield from named_tensors(v, f"{prefix}[{i}]")
+            if v is not None and not isinstance(v, _SCALARS):
+                _collect(v, f"{prefix}[{i}]", out)
+    return out
+
+
+_SCALARS = (bool, int, float, str)
 
 
 def call_tensors(args: Any, kwargs: Any) -> list[tuple[str, torch.Tensor]]:
-    return [*named_tensors(tuple(args), "input"), *named_tensors(dict(kwargs or {}), "input")]
+    out = _collect(tuple(args), "input", [])
+    return _collect(kwargs, "input", out) if kwargs else out
 
 
 def output_tensors(output: Any) -> list[tuple[str, torch.Tensor]]:
     if isinstance(output, (tuple, list)) and len(output) == 1:
         output = output[0]
-    return list(named_tensors(output, "output"))
+    return _collect(output, "output", [])
 
 
 def dtype_name(t: torch.Tensor) -> str:
