@@ -212,6 +212,8 @@ def test_abort_false_collects_and_sampled_mode_names_module_and_step(tiny_model)
     assert len(det.anomalies[0]["frames"]) == 3  # the ring buffer holds frames=3, no more
     called = [m for m in model.modules() if not isinstance(m, nn.ModuleList)]  # lists never run
     assert len(det.traced[1]) == len(called)  # every call of the traced step, not 3
+    # each with its abs-min / abs-max, as a frame shows them
+    assert all(r.outputs and r.outputs[0].absmax is not None for r in det.traced[1])
     report = _raised(model, lambda: [model(input_ids=IDS) for _ in range(4)], every=2)
     assert (report["module"], report["step"]) == ("lm_head", 0)
 

@@ -172,6 +172,7 @@ class AnomalyDetector(Sink):
             if (
                 len(self._pending) == 1
                 and not self._peaks
+                and record.step not in self.trace_steps  # its frames are resolved in _check
                 and all(math.isfinite(f.item()) for f in self._flags)
             ):
                 self._pending, self._flags = [], []  # the common case, in short
