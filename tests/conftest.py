@@ -47,3 +47,11 @@ def _isolated_hf_home(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("HF_HOME", str(home))
     monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
     monkeypatch.setenv("TINYKIT_CACHE", str(tmp_path_factory.getbasetemp() / "tinykit-cache"))
+
+
+@pytest.fixture(scope="session")
+def coverage_classes() -> dict[str, str]:
+    """type -> the transformers class a whole-group sweep builds it with (`coverage.plan`)."""
+    from tinykit.model.coverage import plan
+
+    return plan(every=True)[2]

@@ -4,13 +4,12 @@ for a class without a forward of its own."""
 
 from __future__ import annotations
 
-from tinykit.model.coverage import all_model_types, sweep, upstream_error
+from tinykit.model.coverage import sweep, upstream_error
 from tinykit.model.size import MULTIMODAL_BUDGET
 
 
-def test_a_forecaster_with_a_recipe_horizon_passes_on_history_and_future_inputs():
-    classes = {t: c for t, (_, c) in all_model_types().items() if c}
-    [row] = sweep(["time_series_transformer"], classes)
+def test_a_forecaster_with_a_recipe_horizon_passes_on_history_and_future_inputs(coverage_classes):
+    [row] = sweep(["time_series_transformer"], coverage_classes)
     assert row.ok, row.reason
     assert 0 < row.weight_bytes <= MULTIMODAL_BUDGET
 

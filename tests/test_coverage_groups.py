@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tinykit.model.config import shrink_config
-from tinykit.model.coverage import CoverageRow, all_model_types, figures, summarize, sweep
+from tinykit.model.coverage import CoverageRow, figures, summarize, sweep
 from tinykit.model.size import MULTIMODAL_BUDGET
 from tinykit.model.spec import ShrinkSpec
 
@@ -112,13 +112,8 @@ SAMPLED = [
 ]
 
 
-@pytest.fixture(scope="module")
-def classes():
-    return {t: c for t, (_, c) in all_model_types().items() if c}
-
-
-def test_sampled_non_text_types_pass_within_the_budget(classes):
-    rows = list(sweep(SAMPLED, classes))
+def test_sampled_non_text_types_pass_within_the_budget(coverage_classes):
+    rows = list(sweep(SAMPLED, coverage_classes))
     assert [(r.model_type, r.reason) for r in rows if not r.ok] == []
     assert all(0 < r.weight_bytes <= MULTIMODAL_BUDGET for r in rows)
 

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tinykit.model.config import _split_like, shrink_config
-from tinykit.model.coverage import all_model_types, sweep
+from tinykit.model.coverage import sweep
 from tinykit.model.size import MULTIMODAL_BUDGET
 from tinykit.model.spec import ShrinkSpec
 
@@ -58,9 +58,8 @@ def test_side_towers_are_shrunk_with_the_main_one():
     assert janus.channel_multiplier == [1, 1] and janus.num_res_blocks == 1
 
 
-def test_a_qformer_model_trains_on_instruction_ids_and_required_pixels():
-    classes = {t: c for t, (_, c) in all_model_types().items() if c}
-    rows = list(sweep(["instructblip"], classes))
+def test_a_qformer_model_trains_on_instruction_ids_and_required_pixels(coverage_classes):
+    rows = list(sweep(["instructblip"], coverage_classes))
     assert [(r.model_type, r.reason) for r in rows if not r.ok] == []
     assert all(0 < r.weight_bytes <= MULTIMODAL_BUDGET for r in rows)
 

@@ -3,10 +3,8 @@ trajectory models, forecasters, whose forwards read more than token ids."""
 
 from __future__ import annotations
 
-import pytest
-
 from tinykit.model.config import shrink_config
-from tinykit.model.coverage import all_model_types, sweep
+from tinykit.model.coverage import sweep
 from tinykit.model.size import TEXT_BUDGET
 from tinykit.model.spec import ShrinkSpec
 
@@ -45,12 +43,7 @@ def test_a_zero_width_means_none_and_stays_zero():
 SAMPLED = ["blip_2_qformer", "timesfm", "patchtsmixer", "muse_glimmer_text", "bros"]
 
 
-@pytest.fixture(scope="module")
-def classes():
-    return {t: c for t, (_, c) in all_model_types().items() if c}
-
-
-def test_sampled_text_towers_pass_within_the_budget(classes):
-    rows = list(sweep(SAMPLED, classes))
+def test_sampled_text_towers_pass_within_the_budget(coverage_classes):
+    rows = list(sweep(SAMPLED, coverage_classes))
     assert [(r.model_type, r.reason) for r in rows if not r.ok] == []
     assert all(0 < r.weight_bytes <= TEXT_BUDGET for r in rows)

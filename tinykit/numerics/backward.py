@@ -15,6 +15,7 @@ call re-walked every child's nodes in each container around it.
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -213,7 +214,9 @@ class BackwardTaps:
                 taps.append((node, mine))
         for node, mine in taps:
             # the innermost call first (it ended first): a child's record before its parent's
-            served = sorted({id(call): call for _, call, _ in mine}.values(), key=_end)
+            served = sorted(
+                {id(call): call for _, call, _ in mine}.values(), key=operator.attrgetter("hi")
+            )
             for call in served:
                 call.consumers += 1
             rec._hook(node.register_hook(_consumer_hook(rec, mine, served)))
@@ -227,8 +230,8 @@ class BackwardTaps:
             rec._hook(node.register_prehook(_output_prehook(rec, outs)))
 
 
-def _end(call: CallBackward) -> int:
-    return call.hi
+def _detached(grads: tuple[Any, ...]) -> list[Any]:
+    return [None if g is None else g.detach() for g in grads]
 
 
 def _output_hook(call: CallBackward, i: int):
@@ -245,7 +248,7 @@ def _output_prehook(rec: Recorder, outs: list[tuple[CallBackward, int, int]]):
             return
         # detached once: the calls sharing this output (a block and its last child) then
         # share one tensor, which the detector reduces once
-        grads = [None if g is None else g.detach() for g in grad_outputs]
+        grads = _detached(grad_outputs)
         for call, i, nr in outs:
             if grads[nr] is not None:
                 call.output_grad(i, grads[nr])
@@ -259,7 +262,7 @@ def _consumer_hook(
     def hook(grad_inputs: tuple[Any, ...], grad_outputs: tuple[Any, ...]) -> None:
         if not rec._open:
             return
-        grads = [None if g is None else g.detach() for g in grad_inputs]
+        grads = _detached(grad_inputs)
         for slot, call, i in mine:
             if grads[slot] is not None:
                 call.input_grad(i, grads[slot])

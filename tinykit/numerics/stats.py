@@ -164,9 +164,8 @@ def _from_bits(bits: list[int], width: int) -> tuple[float, ...]:
 
 def _decode_absmin(code: int, width: int) -> float:
     """|x| from the code `_full_stats` takes the min of (in Python: no tensor op)."""
-    bits = ((code - (2 ** (width - 1) - 1)) % 2**width) // 2
-    packed, real = ("I", "f") if width == 32 else ("Q", "d")
-    return float(struct.unpack(real, struct.pack(packed, bits))[0])
+    bits = ((code - (2 ** (width - 1) - 1)) % 2**width) // 2  # < 2**(width-1): fits signed
+    return _from_bits([bits], width)[0]
 
 
 def _count_nonzero(x: torch.Tensor) -> int:
