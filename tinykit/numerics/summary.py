@@ -12,9 +12,10 @@ if TYPE_CHECKING:
     import torch
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TensorSummary:
-    """One tensor, reduced to what two runs are compared on."""
+    """One tensor, reduced to what two runs are compared on. (Slots: a recording makes hundreds
+    per step, and each instance dict was one more object for the garbage collector to scan.)"""
 
     hash: str
     shape: tuple[int, ...]
@@ -35,9 +36,11 @@ class TensorSummary:
 
     def renamed(self, name: str) -> TensorSummary:
         """The same summary under another label (a tensor seen again as another call's input);
-        ~8x faster than dataclasses.replace, which runs __init__ again."""
+        ~4x faster than dataclasses.replace, which runs __init__ again."""
         copy = object.__new__(TensorSummary)
-        copy.__dict__.update(self.__dict__, name=name)
+        for slot in _SUMMARY_SLOTS:
+            object.__setattr__(copy, slot, getattr(self, slot))
+        object.__setattr__(copy, "name", name)
         return copy
 
     @property
@@ -58,7 +61,10 @@ class TensorSummary:
         )
 
 
-@dataclass
+_SUMMARY_SLOTS = TensorSummary.__slots__
+
+
+@dataclass(slots=True)
 class Record:
     """One module call (`forward`), one module backward (`grad`) or one `probe`.
 
