@@ -38,7 +38,7 @@ class TensorSummary:
         """The same summary under another label (a tensor seen again as another call's input);
         ~4x faster than dataclasses.replace, which runs __init__ again."""
         copy = object.__new__(TensorSummary)
-        for slot in _SUMMARY_SLOTS:
+        for slot in self.__slots__:
             object.__setattr__(copy, slot, getattr(self, slot))
         object.__setattr__(copy, "name", name)
         return copy
@@ -59,9 +59,6 @@ class TensorSummary:
             f"{self.dtype}{list(self.shape)} mean={self.mean:.6g} std={self.std:.6g} "
             f"absmax={self.absmax:.6g}"
         )
-
-
-_SUMMARY_SLOTS = TensorSummary.__slots__
 
 
 @dataclass(slots=True)
