@@ -31,9 +31,11 @@ from pathlib import Path  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))  # _wheels: the hand-written test wheels
+
+from _wheels import regression_wheels  # noqa: E402
 
 from tinykit.bisect.steps import run_once  # noqa: E402
-from tinykit.bisect.synthetic import regression_wheels  # noqa: E402
 from tinykit.bisect.versions import bisect_versions, search  # noqa: E402
 
 CHECK = "python -c 'import tkdemo, sys; sys.exit(tkdemo.check())'"

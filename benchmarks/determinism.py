@@ -27,7 +27,7 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 import determinism_cases as cases  # noqa: E402
 
-from tinykit.repro.determinism import check_determinism  # noqa: E402
+from tinykit.numerics.determinism import check_determinism  # noqa: E402
 from tinykit.repro.seed import seed_everything  # noqa: E402
 
 

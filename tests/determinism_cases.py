@@ -244,7 +244,7 @@ def llama_backward() -> None:
 
 def llama_data_probed() -> None:
     """The data case, with the batch recorded by a probe: the probe is named instead."""
-    from tinykit.repro.determinism import probe
+    from tinykit.numerics.determinism import probe
 
     model = tiny_llama()
     for batch in _batches(shuffle_unseeded=True):

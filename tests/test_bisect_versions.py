@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from _wheels import regression_wheels
 
-from tinykit.bisect.synthetic import regression_wheels
 from tinykit.bisect.versions import bisect_versions, search
 from tinykit.cli import main
 

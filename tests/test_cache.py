@@ -13,12 +13,12 @@ import transformers
 from conftest import HUB_FILES
 
 import tinykit
+from tinykit._progress import to_stderr
 from tinykit.artifacts import cache as tk_cache
 from tinykit.artifacts.cache import META_FILE, Cache, key_versions
 from tinykit.artifacts.named import build_artifact, normalise
 from tinykit.cli import main
 from tinykit.errors import CacheEntryCorrupt, UsageError
-from tinykit.progress import to_stderr
 
 QWEN3 = HUB_FILES / "Qwen" / "Qwen3-8B"  # config.json only
 QWEN_VL = HUB_FILES / "Qwen" / "Qwen2.5-VL-7B-Instruct"  # its tokenizer files

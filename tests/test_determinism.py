@@ -18,7 +18,7 @@ from torch import nn
 
 from tinykit.cli import main
 from tinykit.errors import ChildProcessFailed, NondeterminismError, UsageError
-from tinykit.repro.determinism import DeterminismReport, check_determinism, compare, record_run
+from tinykit.numerics.determinism import DeterminismReport, check_determinism, compare, record_run
 
 IDS = [f"{arch}-{case}" for arch, case in cases.CASES]
 

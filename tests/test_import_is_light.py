@@ -11,7 +11,7 @@ HEAVY = {"torch", "transformers", "datasets", "tokenizers", "safetensors"}
 def test_import_tinykit_loads_no_heavy_library():
     heavy = HEAVY | {"rich"}  # progress bars import it when they draw one, not before
     code = (
-        "import sys, tinykit, tinykit.errors, tinykit.cli, tinykit.pytest_plugin, tinykit.progress; "
+        "import sys, tinykit, tinykit.errors, tinykit.cli, tinykit.pytest_plugin, tinykit._progress; "
         f"print(sorted({heavy!r} & set(sys.modules)))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -134,7 +134,7 @@ def test_check_leaks_catches_a_native_leak_by_rss_and_passes_a_clean_step():
 
 
 def test_history_and_snapshots_are_a_no_op_saying_why_without_cuda(tmp_path, caplog):
-    caplog.set_level("INFO", logger="tinykit.progress")
+    caplog.set_level("INFO", logger="tinykit._progress")
     with memory_history() as h:
         assert not h.active
         assert h.dump(tmp_path / "mem-{rank}.pickle") is None

@@ -1,4 +1,4 @@
-"""tinykit.progress: stage lines, and the step counter of sweeps and batch builds: a rich bar
+"""tinykit._progress: stage lines, and the step counter of sweeps and batch builds: a rich bar
 on a terminal, plain ``[n/N]`` stage lines otherwise (logs, CI, pipes)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from tinykit.cli import main
 
 STEPS = """
 import time
-from tinykit.progress import stage, steps, to_stderr
+from tinykit._progress import stage, steps, to_stderr
 to_stderr()
 with steps(3, "demo") as step:
     for name in ("alpha", "beta", "gamma"):

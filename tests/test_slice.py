@@ -249,7 +249,7 @@ RSS_SCRIPT = """
 import json, sys
 import psutil, torch, transformers, huggingface_hub, httpx2  # the baseline holds the libraries
 from transformers import LlamaConfig  # and the config class the slice loads
-from tinykit.model.slice import slice_model
+from tinykit.slice.build import slice_model
 baseline = psutil.Process().memory_info().rss
 result = slice_model(sys.argv[1], 2, sys.argv[2])
 # VmHWM, not ru_maxrss: Linux carries ru_maxrss over exec, so it would hold pytest's own peak.

@@ -22,7 +22,7 @@ _LAZY = {
     "full_precision": "tinykit.numerics.describe",
     "one_line_repr": "tinykit.numerics.describe",
     "record": "tinykit.numerics.record",
-    "check_determinism": "tinykit.repro.determinism",
+    "check_determinism": "tinykit.numerics.determinism",
     "fixture_path": "tinykit.artifacts.lookup",
     "make_synthetic_dataset": "tinykit.dataset.synthetic",
     "make_tiny": "tinykit.model.build",
@@ -33,7 +33,7 @@ _LAZY = {
     "track_memory": "tinykit.memory.track",
     "run_distributed": "tinykit.distributed.launch",
     "seed_everything": "tinykit.repro.seed",
-    "slice_model": "tinykit.model.slice",
+    "slice_model": "tinykit.slice.build",
     "verify": "tinykit.model.verify",
     "ShrinkSpec": "tinykit.model.spec",
 }
@@ -89,16 +89,16 @@ if TYPE_CHECKING:
     from tinykit.memory.project import project_memory
     from tinykit.memory.track import track_memory
     from tinykit.model.build import make_tiny
-    from tinykit.model.slice import slice_model
     from tinykit.model.spec import ShrinkSpec
     from tinykit.model.verify import verify
     from tinykit.numerics.anomaly import detect_anomalies
     from tinykit.numerics.describe import describe, full_precision, one_line_repr
+    from tinykit.numerics.determinism import check_determinism
     from tinykit.numerics.diff import diff_dumps
     from tinykit.numerics.record import record
     from tinykit.repro import env, seed
-    from tinykit.repro.determinism import check_determinism
     from tinykit.repro.seed import seed_everything
+    from tinykit.slice.build import slice_model
     from tinykit.standins.build import build_standins
     from tinykit.tokenizer.build import make_tiny_tokenizer
 

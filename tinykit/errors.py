@@ -98,6 +98,19 @@ class NumericsError(CheckFailed):
     report: dict
 
 
+class MemoryBudgetExceeded(CheckFailed):
+    """A tracked block used more memory than its budget (.kind, .used, .budget, .report)."""
+
+    kind: str  # "host" or "device"
+    used: int
+    budget: int
+    report: dict
+
+
+class MemoryLeakDetected(CheckFailed):
+    """Memory kept growing over repeated calls (.report, a LeakReport)."""
+
+
 class SnapshotMismatch(CheckFailed):
     """A tensor differs from its golden snapshot."""
 

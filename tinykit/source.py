@@ -39,7 +39,7 @@ def resolve(
     source: str | os.PathLike[str], revision: str | None = None, trust_remote_code: bool = False
 ) -> Source:
     """Find the config of `source`; Hub ids download config/tokenizer/processor files only."""
-    from tinykit.suggest import check_source
+    from tinykit._suggest import check_source
 
     text = str(source)
     check_source(text)

@@ -39,9 +39,9 @@ from typing import Any
 from filelock import FileLock
 
 from tinykit._files import atomic_write, file_hashes, sha256_file, tree_digest
+from tinykit._progress import stage
 from tinykit._versions import ARTIFACT_KEYS, package_versions
 from tinykit.errors import CacheEntryCorrupt, UsageError
-from tinykit.progress import stage
 
 META_FILE = "tinykit-cache.json"  # beside the artifact folder, written last: "complete"
 BUILD_LOG = "builds.jsonl"  # one line per build actually performed (not per cache hit)

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from tinykit._files import atomic_write, file_hashes
+from tinykit._progress import steps
 from tinykit._versions import artifact_versions
 from tinykit.artifacts.cache import Cache, artifact_name
 from tinykit.dataset.build import make_tiny_dataset
@@ -43,7 +44,6 @@ from tinykit.dataset.synthetic import make_synthetic_dataset
 from tinykit.errors import FixtureDrift, TinyArtifactInvalid, TinykitError, UsageError
 from tinykit.model.build import make_tiny
 from tinykit.model.spec import ShrinkSpec
-from tinykit.progress import steps
 from tinykit.tokenizer.build import make_tiny_tokenizer
 
 LOCK_FILE = "lock.json"

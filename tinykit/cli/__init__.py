@@ -71,7 +71,7 @@ def emit(result: object, as_json: bool, text: str) -> None:
 def parse(argv: list[str] | None) -> argparse.Namespace:
     """Parse; an unknown flag is reported by its subcommand's parser, with its usage and the
     nearest flag it has (argparse would show the top-level usage)."""
-    from tinykit.suggest import hint
+    from tinykit._suggest import hint
 
     words = sys.argv[1:] if argv is None else argv
     first = next((w for w in words if not w.startswith("-")), "").replace("-", "_")
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in argv or bool(os.environ.get("TINYKIT_DEBUG"))
     try:
         args = parse(argv)
-        from tinykit.progress import to_stderr
+        from tinykit._progress import to_stderr
 
         to_stderr()  # stage lines of long commands on stderr; the result stays alone on stdout
         with stop_on_sigterm():  # SIGTERM cleans up as Ctrl-C does: temp folders, servers

@@ -58,7 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tinykit.repro.determinism import check_determinism
+    from tinykit.numerics.determinism import check_determinism
 
     try:
         report = check_determinism(

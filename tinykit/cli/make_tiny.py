@@ -130,7 +130,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tinykit.suggest import check_source
+    from tinykit._suggest import check_source
 
     check_source(args.source)  # before the heavy imports: a typo answers in well under a second
     if args.tokenizer is not None:

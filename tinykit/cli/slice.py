@@ -1,4 +1,4 @@
-"""`tinykit slice SOURCE`: a few-layer slice with real weights (adapter over tinykit.model.slice)."""
+"""`tinykit slice SOURCE`: a few-layer slice with real weights (adapter over tinykit.slice.build)."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tinykit.model.slice import DEFAULT_SHARD_BYTES, slice_model
+    from tinykit.slice.build import DEFAULT_SHARD_BYTES, slice_model
 
     r = slice_model(
         args.source,

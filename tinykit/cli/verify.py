@@ -25,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tinykit.suggest import check_folder
+    from tinykit._suggest import check_folder
 
     check_folder(args.path)  # before the heavy imports
     from tinykit.model.verify import verify

@@ -30,7 +30,6 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
-import tinykit
 from tinykit.distributed._worker import END_MARK, STACK_SIGNAL
 from tinykit.errors import SetupError
 
@@ -103,7 +102,7 @@ class RankPool:
         job_r, job_w = os.pipe()
         res_r, res_w = os.pipe()
         stack_path = self._dir / f"stacks-rank{rank}.txt"
-        package_root = str(Path(tinykit.__file__).resolve().parents[1])
+        package_root = str(Path(__file__).resolve().parents[2])  # the folder holding tinykit/
         env = {**os.environ, POOL_TAG_VAR: self.tag, "PYTHONUNBUFFERED": "1"}
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
         proc = subprocess.Popen(

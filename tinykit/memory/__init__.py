@@ -13,7 +13,7 @@ from typing import Any
 _LAZY = {
     "track_memory": "tinykit.memory.track",
     "MemoryReport": "tinykit.memory.track",
-    "MemoryBudgetExceeded": "tinykit.memory.track",
+    "MemoryBudgetExceeded": "tinykit.errors",
     "parse_size": "tinykit.memory.sizes",
     "format_bytes": "tinykit.memory.sizes",
     "project_memory": "tinykit.memory.project",
@@ -21,7 +21,7 @@ _LAZY = {
     "dump_snapshot": "tinykit.memory.history",
     "run_command": "tinykit.memory.run",
     "check_leaks": "tinykit.memory.leaks",
-    "MemoryLeakDetected": "tinykit.memory.leaks",
+    "MemoryLeakDetected": "tinykit.errors",
 }
 __all__ = sorted(_LAZY)
 

@@ -27,7 +27,7 @@ from tinykit.errors import UsageError
 __all__ = ["MemoryHistory", "dump_snapshot", "memory_history", "rank_path"]
 
 DEFAULT_MAX_ENTRIES = 100_000
-log = logging.getLogger("tinykit.progress")
+log = logging.getLogger("tinykit._progress")
 
 
 def _rank() -> tuple[int, int]:

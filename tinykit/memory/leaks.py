@@ -19,15 +19,11 @@ from typing import Any
 import psutil
 
 from tinykit import _devices
-from tinykit.errors import CheckFailed, UsageError
+from tinykit.errors import MemoryLeakDetected, UsageError
 from tinykit.memory.sizes import format_bytes, parse_size
 from tinykit.memory.track import Allocation, settle, without_noise
 
 __all__ = ["LeakReport", "MemoryLeakDetected", "check_leaks"]
-
-
-class MemoryLeakDetected(CheckFailed):
-    """Memory kept growing over repeated calls (.report, a LeakReport)."""
 
 
 @dataclass

@@ -63,7 +63,7 @@ def plan_projection(raw: dict[str, Any], layers: tuple[int, int] = (1, 2)) -> Pr
     from tinykit.model.config import load_config
     from tinykit.model.layers import plan_layers
     from tinykit.model.recipes import recipe_for
-    from tinykit.model.slice_plan import plan_stacks
+    from tinykit.slice.plan import plan_stacks
 
     lo, hi = layers
     if not 1 <= lo < hi:
@@ -209,7 +209,7 @@ def project_memory(
 
     `full=True` also measures the full-depth model, to check the projection (it must fit).
     """
-    from tinykit.progress import stage
+    from tinykit._progress import stage
     from tinykit.source import resolve
 
     if dtype not in DTYPE_BYTES:

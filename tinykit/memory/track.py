@@ -35,7 +35,7 @@ from typing import Any
 import psutil
 
 from tinykit import _devices
-from tinykit.errors import CheckFailed
+from tinykit.errors import MemoryBudgetExceeded
 from tinykit.memory.sizes import format_bytes, parse_size
 
 __all__ = [
@@ -58,15 +58,6 @@ _MAXRSS_UNIT = 1 if sys.platform == "darwin" else 1024
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _PSUTIL_FILES = os.path.join(os.path.dirname(psutil.__file__), "*")
 _ACTIVE: list[track_memory] = []  # open trackers, innermost last (nested peak resets)
-
-
-class MemoryBudgetExceeded(CheckFailed):
-    """A tracked block used more memory than its budget (.kind, .used, .budget, .report)."""
-
-    kind: str  # "host" or "device"
-    used: int
-    budget: int
-    report: dict[str, Any]
 
 
 @dataclass

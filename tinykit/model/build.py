@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
 
 from tinykit._files import FolderResult, check_target, output_errors, output_path, replace_folder
+from tinykit._progress import stage
 from tinykit.errors import TinyArtifactInvalid, UnsupportedModelError, UsageError
 from tinykit.model import provenance
 from tinykit.model.choices import BuildChoices
 from tinykit.model.config import ShrunkConfig, remap_token_ids, shrink_config
 from tinykit.model.spec import ShrinkOptions, ShrinkSpec
 from tinykit.model.tokenizer import PROCESSOR_FILES
-from tinykit.progress import stage
 from tinykit.source import Source, resolve
 
 if TYPE_CHECKING:

@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from tinykit._suggest import did_you_mean, hint, normalise
 from tinykit.errors import UsageError
-from tinykit.suggest import did_you_mean, hint, normalise
 
 # Short names for the mappings whose derived names are awkward (seq-to-seq-causal-lm).
 ALIASES = {

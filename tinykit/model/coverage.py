@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tinykit._progress import steps
 from tinykit.errors import TinykitError, UsageError
-from tinykit.progress import steps
 
 TEXT_MAPPINGS = (
     "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES",

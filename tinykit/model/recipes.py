@@ -56,7 +56,7 @@ def presets() -> dict[str, dict[str, Any]]:
 
 def preset(name: str) -> dict[str, Any]:
     """The ShrinkSpec values of preset `name`, or a one-line UsageError naming the presets."""
-    from tinykit.suggest import hint
+    from tinykit._suggest import hint
 
     known = presets()
     if name not in known:

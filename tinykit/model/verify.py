@@ -14,8 +14,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tinykit._progress import stage
 from tinykit.errors import TinyArtifactInvalid, UnsupportedModelError, UsageError
-from tinykit.progress import stage
 
 BATCH, SEQ = 2, 16
 
@@ -122,7 +122,7 @@ def architecture_class(config: Any, folder: Path) -> Any:
     """
     import transformers
 
-    from tinykit.suggest import check_model_class
+    from tinykit._suggest import check_model_class
 
     arch = (config.architectures or [None])[0]
     if arch and not hasattr(transformers, arch) and not getattr(config, "auto_map", None):

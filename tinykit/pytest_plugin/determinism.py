@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from tinykit.repro.determinism import DeterminismReport
+    from tinykit.numerics.determinism import DeterminismReport
 
 
 @pytest.fixture
@@ -23,7 +23,7 @@ def assert_deterministic() -> Callable[..., DeterminismReport]:
     """`assert_deterministic(fn, runs=2, mode="process", atol=0, seed=0, deterministic=False)`."""
 
     def check(fn: Callable[[], Any] | str, **kwargs: Any) -> DeterminismReport:
-        from tinykit.repro.determinism import check_determinism
+        from tinykit.numerics.determinism import check_determinism
 
         __tracebackhide__ = True  # the report is in the message; the frames inside tinykit are not
         return check_determinism(fn, **kwargs)

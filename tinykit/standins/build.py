@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from tinykit._files import output_errors, replace_folder
+from tinykit._progress import stage
 from tinykit.errors import TinykitError
 from tinykit.hub.server.store import REVISIONS_DIR
-from tinykit.progress import stage
 from tinykit.standins.manifest import PATH_OPTIONS, Entry, Manifest, load_manifest, resolve_path
 
 

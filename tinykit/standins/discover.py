@@ -27,8 +27,8 @@ from functools import cache
 from pathlib import Path
 
 from tinykit._files import atomic_write
+from tinykit._suggest import known_model_types, normalise
 from tinykit.errors import UsageError
-from tinykit.suggest import known_model_types, normalise
 
 # environment switches that would keep a client from asking the loopback Hub
 OFFLINE_VARS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE")

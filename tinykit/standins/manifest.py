@@ -185,7 +185,7 @@ def _check_options(where: str, kind: str, options: dict[str, Any]) -> dict[str, 
     valid = valid_options(kind)
     for name in options:
         if name not in valid:
-            from tinykit.suggest import hint
+            from tinykit._suggest import hint
 
             raise UsageError(
                 f"{where}: field {name!r} is not a {kind.replace('_', ' ')} option."

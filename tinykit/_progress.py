@@ -1,6 +1,6 @@
 """Feedback for long commands: stage lines (``tinykit: resolving llama``) and step counters.
 
-The API logs each stage to the ``tinykit.progress`` logger at INFO; without a handler nothing
+The API logs each stage to the ``tinykit._progress`` logger at INFO; without a handler nothing
 shows (logging's last resort prints warnings only). The CLI attaches one writing to stderr, so
 stdout keeps the result and ``--json`` stays parseable.
 
@@ -24,7 +24,7 @@ import logging
 import sys
 from collections.abc import Callable, Iterator
 
-LOGGER = logging.getLogger("tinykit.progress")
+LOGGER = logging.getLogger("tinykit._progress")
 
 
 def stage(message: str) -> None:

@@ -251,7 +251,7 @@ def _first_divergence(a: list[Record], b: list[Record], run: int) -> FirstDiff |
             + (
                 "The data fed to the model changed (order or content): seed the data "
                 "loader with tinykit.repro.seed.dataloader_kwargs(seed), or call "
-                "tinykit.repro.determinism.probe('batch', batch) to record it."
+                "tinykit.numerics.determinism.probe('batch', batch) to record it."
                 if kind == "input"
                 else "The parameters were initialised or updated differently: build the "
                 "model after seeding, and check the optimizer step."

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from tinykit.errors import CheckFailed
 
 if TYPE_CHECKING:
-    from tinykit.model.slice_plan import Stack
+    from tinykit.slice.plan import Stack
 
 SEQ = 12
 

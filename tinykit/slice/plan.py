@@ -17,7 +17,7 @@ from typing import Any
 
 from tinykit.errors import ShrinkConstraintError, UnsupportedModelError, UsageError
 from tinykit.model.layers import plan_layers
-from tinykit.model.weights import TensorEntry
+from tinykit.slice.weights import TensorEntry
 
 # A layer-stack tensor: `<prefix>.<index>.<rest>`, the prefix ending in a stack name.
 LAYER_KEY = re.compile(r"^(?P<prefix>(?:[^.]+\.)*?(?:layers|layer|h|blocks|block))\.(?P<i>\d+)\.")

@@ -21,10 +21,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tinykit import __version__
+from tinykit._versions import __version__
 from tinykit.errors import UnsupportedModelError, UsageError
-from tinykit.model.slice_plan import Stack, map_tensors, parse_layers, plan_stacks
-from tinykit.model.weights import (
+from tinykit.slice.plan import Stack, map_tensors, parse_layers, plan_stacks
+from tinykit.slice.weights import (
     SAFETENSORS_CODES,
     Pieces,
     ShardWriter,
@@ -243,7 +243,7 @@ def slice_model(
         )
         _write_provenance(tmp, result, stacks, plan_arg, dtype)
         if check:
-            from tinykit.model.slice_check import check_slice
+            from tinykit.slice.check import check_slice
 
             full = weights.folder or _download_full(weights)
             result.check = check_slice(full, tmp, layer_map, stacks)
