@@ -30,7 +30,8 @@ from tinykit.artifacts import named as fixture_specs  # noqa: E402
 from tinykit.artifacts.cache import Cache  # noqa: E402
 from tinykit.hub.client import use_endpoint  # noqa: E402
 from tinykit.hub.server import HubServer  # noqa: E402
-from tinykit.pytest_plugin.fixtures import Factory, TinyModel, load_model  # noqa: E402
+from tinykit.model.load import load_model  # noqa: E402
+from tinykit.pytest_plugin.fixtures import Factory, TinyModel  # noqa: E402
 
 RUNS = 5
 

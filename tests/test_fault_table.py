@@ -679,7 +679,8 @@ def test_corrupt_cache_entries_are_rebuilt_by_fixtures_build_verify_and_the_plug
     built_fixtures, tmp_path, capsys
 ):
     from tinykit.artifacts.cache import Cache
-    from tinykit.pytest_plugin.fixtures import Factory, TinyModel, load_model
+    from tinykit.model.load import load_model
+    from tinykit.pytest_plugin.fixtures import Factory, TinyModel
 
     shutil.copytree(built_fixtures, tmp_path / "f")
     fx, cache = tmp_path / "f" / "fx", tmp_path / "f" / "cache"

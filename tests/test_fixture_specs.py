@@ -70,8 +70,8 @@ def _weights_and_budget(folder):
     import torch
     import transformers
 
+    from tinykit.model.load import architecture_class
     from tinykit.model.size import budget, weight_bytes
-    from tinykit.model.verify import architecture_class
 
     config = transformers.AutoConfig.from_pretrained(folder)
     with torch.device("meta"):

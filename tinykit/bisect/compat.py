@@ -132,7 +132,7 @@ def _logits_digest(model: Any) -> str | None:
 
 def _probe(argv: list[str]) -> dict[str, dict[str, Any]]:
     from tinykit.artifacts import named
-    from tinykit.pytest_plugin.fixtures import load_model
+    from tinykit.model.load import load_model
 
     folder = None
     if "--fixtures-dir" in argv:

@@ -7,7 +7,6 @@ test can compare them with the source's structure built at full depth on the met
 from __future__ import annotations
 
 import inspect
-import json
 import math
 import re
 from dataclasses import asdict, dataclass, field
@@ -15,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from tinykit._progress import stage
-from tinykit.errors import TinyArtifactInvalid, UnsupportedModelError, UsageError
+from tinykit.errors import TinyArtifactInvalid
+from tinykit.model.load import ModelFolder, one_line, open_model_folder
 
 BATCH, SEQ = 2, 16
 
@@ -65,40 +65,21 @@ def verify(
     only with ``trust_remote_code=True``; without it, an UnsupportedModelError says so before
     any of that code runs."""
     import torch
-    import transformers
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
-    folder = Path(path)
-    if not (folder / "config.json").is_file():
-        raise UsageError(
-            f"{folder} has no config.json: not a model folder. Pass the folder make-tiny wrote."
-        )
-    remote = _own_code(folder)
-    if remote and not trust_remote_code:
-        raise UnsupportedModelError(
-            f"{folder} loads with its own Python code (auto_map in config.json: "
-            f"{', '.join(sorted(remote))}), which tinykit does not run by default. Read that "
-            "code, then pass --trust-remote-code (trust_remote_code=True)."
-        )
-    trust = {"trust_remote_code": True} if remote else {}
-    report = VerifyReport(str(folder))
-    report.bytes = sum(p.stat().st_size for p in folder.iterdir() if p.is_file())
+    folder = open_model_folder(path, trust_remote_code=trust_remote_code)
+    report = VerifyReport(str(folder.path), model_class=folder.class_name)
+    report.bytes = sum(p.stat().st_size for p in folder.path.iterdir() if p.is_file())
+    stage(f"checks: loading {folder.path} with {report.model_class}")
     try:
-        config = transformers.AutoConfig.from_pretrained(folder, **trust)
-    except (OSError, ValueError, KeyError) as e:  # not a model folder at all: bad input
-        raise UsageError(
-            f"{folder}/config.json cannot be read: {one_line(e)}. Rebuild it with make-tiny."
-        ) from e
-    cls = _remote_auto_class(remote) if remote else architecture_class(config, folder)
-    report.model_class = getattr(cls, "__name__", str(cls))
-    stage(f"checks: loading {folder} with {report.model_class}")
-    model = load_model(cls, folder, report, **trust)
-    if model is None:
+        model = folder.load()
+    except TinyArtifactInvalid as e:
+        report.problems.append(getattr(e, "problem", str(e)))
         return _finish(report, raise_on_failure)
     report.params = sum(p.numel() for p in model.parameters())
     report.block_types = block_types(model)
-    _size(model, folder, report)
+    _size(model, folder.path, report)
     generator = torch.Generator().manual_seed(0)
     try:
         inputs, labels = make_inputs(model, generator)
@@ -108,91 +89,15 @@ def verify(
     stage("checks: forward + backward, generate, reload, tokenizer")
     _train_step(model, inputs, labels, report)
     _generate(model, inputs, report)
-    _reload(model, cls, folder, inputs, report, trust)
-    _tokenizer(model, folder, inputs, report, bool(remote))
+    _reload(model, folder, inputs, report)
+    _tokenizer(model, folder.path, inputs, report, bool(folder.own_code))
     return _finish(report, raise_on_failure)
-
-
-def architecture_class(config: Any, folder: Path) -> Any:
-    """The transformers class ``config.architectures[0]`` names (AutoModel when none is named).
-
-    Raises:
-        UsageError: a name transformers lacks, with the nearest class names ("did you mean"),
-            unless the config maps its own code (``auto_map``).
-    """
-    import transformers
-
-    from tinykit._suggest import check_model_class
-
-    arch = (config.architectures or [None])[0]
-    if arch and not hasattr(transformers, arch) and not getattr(config, "auto_map", None):
-        check_model_class(arch, f"{folder}/config.json architectures[0]")
-    return getattr(transformers, arch or "", None) or transformers.AutoModel
 
 
 def _finish(report: VerifyReport, raise_on_failure: bool) -> VerifyReport:
     if raise_on_failure:
         report.raise_if_failed()
     return report
-
-
-def one_line(e: BaseException) -> str:
-    """`Type: first line of the message`: transformers' errors can run to dozens of lines."""
-    text = str(e).strip()
-    return f"{type(e).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")
-
-
-def _own_code(folder: Path) -> dict[str, str]:
-    """config.json's ``auto_map`` when its model_type needs it (transformers lacks the type)."""
-    from transformers import CONFIG_MAPPING
-
-    try:
-        raw = json.loads((folder / "config.json").read_text())
-    except (OSError, ValueError):
-        return {}  # unreadable: AutoConfig reports it below
-    auto_map = raw.get("auto_map") if isinstance(raw, dict) else None
-    if not isinstance(auto_map, dict) or raw.get("model_type") in CONFIG_MAPPING:
-        return {}
-    return auto_map
-
-
-def _remote_auto_class(auto_map: dict[str, str]) -> Any:
-    """The auto class that loads a folder's own model code: its causal LM, else its base model."""
-    import transformers
-
-    return getattr(
-        transformers, next((a for a in auto_map if a.startswith("AutoModelFor")), "AutoModel")
-    )
-
-
-def load_model(cls: Any, folder: Path, report: VerifyReport, **load: Any) -> Any | None:
-    """`cls.from_pretrained(folder)`, or None with the reason added to `report.problems`.
-
-    Weights whose shapes disagree with config.json are listed by name and shape in one problem,
-    instead of transformers' multi-line load report followed by a RuntimeError.
-    """
-    from transformers.utils import logging as hf_logging
-
-    verbosity = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()  # the load report table is replaced by the problem line
-    try:
-        model, info = cls.from_pretrained(
-            folder, ignore_mismatched_sizes=True, output_loading_info=True, **load
-        )
-    except Exception as e:  # missing or truncated weights, unreadable files: all findings
-        report.problems.append(f"the weights (model.safetensors) do not load: {one_line(e)}")
-        return None
-    finally:
-        hf_logging.set_verbosity(verbosity)
-    mismatched = sorted(info.get("mismatched_keys") or ())
-    if mismatched:
-        shapes = ", ".join(
-            f"{key} is {tuple(saved)} in the weights but {tuple(expected)} by config.json"
-            for key, saved, expected in mismatched
-        )
-        report.problems.append(f"the weights do not load: they do not match config.json: {shapes}")
-        return None
-    return model
 
 
 def _size(model: Any, folder: Path, report: VerifyReport) -> None:
@@ -502,14 +407,12 @@ def _generate(model: Any, inputs: dict, report: VerifyReport) -> None:
         report.problems.append(f"generate failed: {one_line(e)}")
 
 
-def _reload(
-    model: Any, cls: Any, folder: Path, inputs: dict, report: VerifyReport, load: dict
-) -> None:
+def _reload(model: Any, folder: ModelFolder, inputs: dict, report: VerifyReport) -> None:
     import torch
 
     model.eval()
     try:
-        again = cls.from_pretrained(folder, **load).eval()
+        again = folder.cls.from_pretrained(folder.path, **folder.load_options).eval()
         with torch.no_grad():  # the same seed for both: ViT-MAE masks patches at random
             a = _first_tensor(_seeded(model, inputs))
             b = _first_tensor(_seeded(again, inputs))

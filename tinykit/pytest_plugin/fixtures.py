@@ -119,7 +119,7 @@ def tiny_model(
     ``"qwen3_moe"``, with spec ``layers=2, hidden=64, ...``).
     """
     folders = tinykit_fixture_folders
-    return Factory(TinyModel, ("model",), tinykit_cache, folders, load_model, tinykit_loaded)
+    return Factory(TinyModel, ("model",), tinykit_cache, folders, _load_model, tinykit_loaded)
 
 
 @pytest.fixture
@@ -151,14 +151,10 @@ def tiny_dataset(
     )
 
 
-def load_model(path: Path) -> Any:
-    """Load a tiny model folder with the class named in its config (``architectures[0]``)."""
-    import transformers
+def _load_model(path: Path) -> Any:
+    from tinykit.model.load import load_model
 
-    from tinykit.model.verify import architecture_class
-
-    config = transformers.AutoConfig.from_pretrained(path)
-    return architecture_class(config, path).from_pretrained(path)
+    return load_model(path)
 
 
 def load_tokenizer(path: Path) -> Any:

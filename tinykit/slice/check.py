@@ -24,15 +24,12 @@ SEQ = 12
 def load(folder: Path) -> Any:
     """The folder's model in float32 and eval mode, through its architectures[0] class."""
     import torch
-    import transformers
     from transformers.utils import logging as hf_logging
 
-    hf_logging.disable_progress_bar()
-    config = transformers.AutoConfig.from_pretrained(folder)
-    from tinykit.model.verify import architecture_class
+    from tinykit.model.load import load_model
 
-    cls = architecture_class(config, folder)
-    return cls.from_pretrained(folder, dtype=torch.float32).eval()
+    hf_logging.disable_progress_bar()
+    return load_model(folder, dtype=torch.float32).eval()
 
 
 def truncate(model: Any, layer_map: dict[str, list[int]], stacks: list[Stack]) -> None:
