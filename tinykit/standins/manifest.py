@@ -20,6 +20,10 @@
     synthetic = true                # draw rows with make-synthetic-dataset instead
     # features = { text = { dtype = "string", _type = "Value" } }  (synthetic, from Features)
 
+    [datasets."org/multi"]          # synthetic, a schema and row counts per config
+    configs.sst2 = { features = { text = { dtype = "string", _type = "Value" } }, rows = { train = 17, test = 2 } }
+    configs.sst5 = { features = { label = { dtype = "int64", _type = "Value" } }, rows = 4 }
+
 Parsing checks the shape and every option name here, before anything is built, and names the
 entry and field of the first problem in one line. Option values are checked by the builders
 themselves (`Kind.normalise`, `tinykit.artifacts.kinds`), so a manifest accepts exactly what
@@ -134,12 +138,22 @@ def _entry(where: str, kind: str, repo_id: Any, table: Any, defaults: dict) -> E
     synthetic, drawn = table.get("synthetic", False), KINDS[kind].synthetic
     if not isinstance(synthetic, bool) or (synthetic and not drawn):
         raise UsageError(f"{where}: field 'synthetic' must be true or false, on datasets only.")
-    if drawn and (synthetic or "features" in table):
+    # configs = { name = { features = ..., rows = ... } }: a schema per config (a list selects)
+    per_config = isinstance(table.get("configs"), dict)
+    if drawn and (synthetic or "features" in table or per_config):
         kind = drawn  # rows drawn from features, not a shrunk source
-    features = KINDS[kind].features_source and "features" in table
-    source: Any = table.get("features") if features else table.get("source")
+    schema = "features" if "features" in table else "configs" if per_config else None
+    if schema and "features" in table and per_config:
+        raise UsageError(
+            f"{where}: give features (one config) or configs = {{name = {{features = ...}}}}, "
+            "not both."
+        )
+    features = KINDS[kind].features_source and schema is not None
+    source: Any = table.get("features") if schema == "features" else table.get("source")
+    if schema == "configs" and features:
+        source = {"configs": table["configs"]}
     if features and "source" in table:
-        raise UsageError(f"{where}: give either source or features, not both.")
+        raise UsageError(f"{where}: give either source or {schema}, not both.")
     if not isinstance(source, (str, dict)) or source == "":
         raise UsageError(
             f"{where}: field 'source' is missing. Set it to a model_type, a folder or a Hub id"
@@ -147,7 +161,7 @@ def _entry(where: str, kind: str, repo_id: Any, table: Any, defaults: dict) -> E
         )
     options = {**defaults, **{k: v for k, v in table.items() if k not in _ENTRY_KEYS}}
     if features:
-        options.pop("features")
+        options.pop(schema)
     options = _check_options(where, kind, options)
     revisions = _revisions(where, kind, table.get("revisions", []))
     return Entry(str(repo_id), kind, source, options, revisions)
