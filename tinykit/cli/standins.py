@@ -35,6 +35,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     build.add_argument("-o", "--out", required=True, metavar="HUBDIR", help="the hub folder")
     build.add_argument("--force", action="store_true", help="replace HUBDIR if it is not empty")
     build.add_argument("--cache-dir", metavar="DIR", help="artifact cache (default: TINYKIT_CACHE)")
+    build.add_argument(
+        "--keep-going",
+        action="store_true",
+        help="build every good entry and list every failing one (exit 1 if any failed)",
+    )
     build.add_argument("--json", action="store_true", help="print the report as JSON")
     build.set_defaults(func=run_build)
 
@@ -61,15 +66,24 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run_build(args: argparse.Namespace) -> int:
     from tinykit.standins.build import build_standins
 
-    report = build_standins(args.manifest, args.out, force=args.force, cache_dir=args.cache_dir)
+    report = build_standins(
+        args.manifest,
+        args.out,
+        force=args.force,
+        cache_dir=args.cache_dir,
+        keep_going=args.keep_going,
+    )
     lines = [e.line() for e in report.entries]
     lines.append(
         f"{len(report.entries)} stand-in(s) in {report.out} ({report.built} built, "
         f"{len(report.entries) - report.built} cached) in {report.seconds:.1f} s. "
         f"Serve them with: tinykit hub serve {report.out}"
     )
+    if report.failed:
+        lines += [f"FAILED {line}" for line in report.failed]
+        lines.append(f"{len(report.failed)} entry(ies) failed: fix them and build again.")
     emit(report.to_dict(), args.json, "\n".join(lines))
-    return 0
+    return 1 if report.failed else 0
 
 
 def run_discover(args: argparse.Namespace) -> int:

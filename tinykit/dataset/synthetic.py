@@ -151,17 +151,25 @@ def config_schemas(
     """`{config: {split: (Features, rows)}}` of a `{"configs": {...}}` spec; None for any other
     spec (a Features mapping with a column named "configs" is not one: its value has no
     "features" key)."""
-    configs = spec.get("configs") if isinstance(spec, Mapping) and set(spec) == {"configs"} else None
+    configs = (
+        spec.get("configs") if isinstance(spec, Mapping) and set(spec) == {"configs"} else None
+    )
     if not isinstance(configs, Mapping) or not configs:
         return None
     if not all(isinstance(c, Mapping) and "features" in c for c in configs.values()):
         return None
     plan: dict[str, dict[str, tuple[Any, int]]] = {}
     for name, config in configs.items():
-        if not isinstance(name, str) or not name.strip() or "/" in name or set(config) - {
-            "features",
-            "rows",
-        }:
+        if (
+            not isinstance(name, str)
+            or not name.strip()
+            or "/" in name
+            or set(config)
+            - {
+                "features",
+                "rows",
+            }
+        ):
             raise UsageError(
                 f"configs.{name}: a config is a name (no '/') and a table of features = {{...}} "
                 "and rows = N or {split = N}, nothing else."

@@ -109,8 +109,7 @@ def _write_module(
 
         generator = torch.Generator().manual_seed(seed)
         tensors = {
-            k: torch.randn(shape, generator=generator) * 0.02
-            for k, shape in shapes(config).items()
+            k: torch.randn(shape, generator=generator) * 0.02 for k, shape in shapes(config).items()
         }
         save_file(tensors, str(out / "model.safetensors"))
 
@@ -133,11 +132,19 @@ def _default_modules(out: Path, pooling: str, config: Any) -> list[dict[str, Any
     _write_json(
         pool / "config.json",
         {"word_embedding_dimension": hidden}
-        | {f"pooling_mode_{m}_token{'s' if m != 'cls' else ''}": m == pooling for m in POOLING_MODES},
+        | {
+            f"pooling_mode_{m}_token{'s' if m != 'cls' else ''}": m == pooling
+            for m in POOLING_MODES
+        },
     )
     return [
         {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+        {
+            "idx": 1,
+            "name": "1",
+            "path": "1_Pooling",
+            "type": "sentence_transformers.models.Pooling",
+        },
     ]
 
 

@@ -48,6 +48,7 @@ SECTION_OF = {repo_type: section for section, repo_type in SECTIONS.items()}
 DEFAULTS_SECTION = "models"
 # manifest spelling -> builder keyword (`class` is a Python keyword)
 RENAMED = {"class": "model_class"}
+PACKAGE_PREFIX = "pkg:"  # a file option inside an installed package: pkg:PACKAGE/path
 _REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 _ENTRY_KEYS = {"source", "revisions", "synthetic"}
 
@@ -210,11 +211,38 @@ def _check_options(where: str, kind: str, options: dict[str, Any]) -> dict[str, 
 
 def resolve_path(value: Any, base: Path) -> Any:
     """A relative path option as an absolute one when it exists beside the manifest (each one,
-    for a list such as `recipes`)."""
+    for a list such as `recipes`); `pkg:PACKAGE/path` as the file inside that installed
+    package (a chat template shipped with a library, wherever its venv is)."""
     if isinstance(value, list):
         return [resolve_path(v, base) for v in value]
+    if isinstance(value, str) and value.startswith(PACKAGE_PREFIX):
+        return str(package_file(value))
     if isinstance(value, str) and value and not Path(value).is_absolute():
         candidate = base / value
         if candidate.exists():
             return str(candidate.resolve())
     return value
+
+
+def package_file(value: str) -> Path:
+    """The file `pkg:PACKAGE/path/inside` names, in the installed package; UsageError if the
+    package is not installed or holds no such file."""
+    import importlib.util
+
+    package, _, inside = value.removeprefix(PACKAGE_PREFIX).partition("/")
+    try:
+        spec = importlib.util.find_spec(package) if package.isidentifier() else None
+    except (ImportError, ValueError):
+        spec = None
+    roots = list(spec.submodule_search_locations or []) if spec else []
+    if spec is None or not roots or not inside:
+        raise UsageError(
+            f"{value!r}: no installed package {package!r} to read {inside or 'a file'!r} from. "
+            "Write pkg:PACKAGE/path/inside/it with an installed package's import name."
+        )
+    found = next((Path(r) / inside for r in roots if (Path(r) / inside).is_file()), None)
+    if found is None:
+        raise UsageError(
+            f"{value!r}: package {package!r} ({roots[0]}) has no file {inside!r}. Check the path."
+        )
+    return found
