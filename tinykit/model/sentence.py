@@ -69,9 +69,7 @@ def write_front_end(
         modules = _default_modules(out, pooling, config)
     else:
         return []
-    text = config.get_text_config()
-    hidden = int(getattr(text, "hidden_size", None) or getattr(text, "d_model"))
-    positions = getattr(text, "max_position_embeddings", None)
+    hidden, positions = _sizes(config)
     for name in FRONT_END_FILES[1:]:
         path = source / name if source is not None else None
         if path is not None and path.is_file():
@@ -116,9 +114,7 @@ def _write_module(
 
 def _default_modules(out: Path, pooling: str, config: Any) -> list[dict[str, Any]]:
     """What sentence-transformers builds for a plain model, written as the Hub's repos hold it."""
-    text = config.get_text_config()
-    positions = getattr(text, "max_position_embeddings", None)
-    hidden = int(getattr(text, "hidden_size", None) or getattr(text, "d_model"))
+    hidden, positions = _sizes(config)
     _write_json(
         out / "sentence_bert_config.json",
         {"max_seq_length": min(128, positions or 128), "do_lower_case": False},
@@ -146,6 +142,13 @@ def _default_modules(out: Path, pooling: str, config: Any) -> list[dict[str, Any
             "type": "sentence_transformers.models.Pooling",
         },
     ]
+
+
+def _sizes(config: Any) -> tuple[int, int | None]:
+    """The tiny model's output width (what the Transformer module hands on) and positions."""
+    text = config.get_text_config()
+    hidden = getattr(text, "hidden_size", None) or text.d_model
+    return int(hidden), getattr(text, "max_position_embeddings", None)
 
 
 def _write_json(path: Path, data: Any) -> None:
