@@ -34,6 +34,7 @@ def make_synthetic_dataset(
     *,
     rows: int | Mapping[str, int] = DEFAULT_ROWS,
     seed: int = 0,
+    nulls: bool = True,
     display_source: str | None = None,
     force: bool = False,
 ) -> DatasetResult:
@@ -49,12 +50,17 @@ def make_synthetic_dataset(
     be missing or empty unless `force`; `display_source` is how the card names a dataset
     source (default: as given).
 
+    `nulls=False` draws no None in any column (by default a non-role column is None now and
+    then, an edge case for the code under test; a stand-in of a real dataset has none).
+
     String columns named for a role (messages/conversations, prompt, completion/chosen/rejected,
     text, ...) hold plausible text and never None; see tinykit.dataset.roles.
     """
     counts = check_rows(rows)
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise UsageError(f"seed={seed!r} is not an integer. Pass e.g. seed=0.")
+    if not isinstance(nulls, bool):
+        raise UsageError(f"nulls={nulls!r} must be true or false.")
     out = output_path(out, "synthetic-dataset")
     check_target(out, force)
     plan = config_schemas(features_or_source, counts)
@@ -76,7 +82,9 @@ def make_synthetic_dataset(
     with _private_hypothesis_home():
         tables = {
             config: [
-                Split(split, features, draw_rows(features, n, f"{seed}/{config}/{split}"))
+                Split(
+                    split, features, draw_rows(features, n, f"{seed}/{config}/{split}", nulls=nulls)
+                )
                 for split, (features, n) in splits.items()
             ]
             for config, splits in plan.items()
@@ -87,7 +95,8 @@ def make_synthetic_dataset(
         title=out.name,
         source=described,
         revision=revision,
-        command=_rebuild_command(display_source or features_or_source, counts, seed, out),
+        command=_rebuild_command(display_source or features_or_source, counts, seed, out)
+        + ("" if nulls else " --no-nulls"),
         selection=(
             f"{selection} synthetic rows drawn from the features by "
             "`tinykit.strategies.dataset_row` (plausible text in columns named for a role: "
@@ -236,7 +245,7 @@ def _private_hypothesis_home() -> Iterator[None]:
             setattr(configuration, name, saved)
 
 
-def draw_rows(features: Any, n: int, seed: int | str) -> list[dict]:
+def draw_rows(features: Any, n: int, seed: int | str, *, nulls: bool = True) -> list[dict]:
     """`n` rows for `features`, the same for the same seed in any process."""
     from hypothesis.control import BuildContext
     from hypothesis.errors import StopTest, UnsatisfiedAssumption
@@ -244,7 +253,7 @@ def draw_rows(features: Any, n: int, seed: int | str) -> list[dict]:
 
     from tinykit.dataset.roles import row_strategy
 
-    rng, strategy = Random(seed), row_strategy(features)
+    rng, strategy = Random(seed), row_strategy(features, nulls=nulls)
     rows: list[dict] = []
     for _ in range(n * _MAX_ATTEMPTS_PER_ROW):
         if len(rows) == n:
