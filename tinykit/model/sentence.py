@@ -31,7 +31,9 @@ _DIMENSION_SUFFIXES = ("_dimension", "_features", "_dim")
 
 
 def _dense_weights(config: dict[str, Any]) -> dict[str, tuple[int, ...]]:
-    shapes = {"linear.weight": (config["out_features"], config["in_features"])}
+    shapes: dict[str, tuple[int, ...]] = {
+        "linear.weight": (config["out_features"], config["in_features"])
+    }
     if config.get("bias", True):
         shapes["linear.bias"] = (config["out_features"],)
     return shapes
