@@ -28,6 +28,7 @@ from collections import deque
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from tinykit._deprecate import old_positions
 from tinykit.errors import NumericsError, UsageError
 from tinykit.numerics.findings import finding, format_frames
 from tinykit.numerics.recorder import Recorder, Sink
@@ -49,13 +50,14 @@ class NumericsWarning(UserWarning):
 
 
 class AnomalyDetector(Sink):
-    """The context manager `detect_anomalies` returns; see there. After the block,
-    `.anomalies` (with abort=False), `.warnings` (warn_above) and `.traced` (trace_steps) hold
-    report dicts and frames."""
+    """The context manager `detect_anomalies(model, **options)` returns; its options are
+    documented there. After the block, `.anomalies` (with abort=False), `.warnings`
+    (warn_above) and `.traced` (trace_steps) hold report dicts and frames."""
 
     def __init__(
         self,
         model: torch.nn.Module | None,
+        *,
         grads: bool = True,
         inf: bool = True,
         warn_above: float | None = None,
@@ -345,19 +347,11 @@ def _reduce(t: torch.Tensor) -> Any:
     return torch.sum(d, dtype=torch.float64 if d.dtype == torch.float64 else torch.float32)
 
 
-def detect_anomalies(
-    model: torch.nn.Module | None,
-    grads: bool = True,
-    inf: bool = True,
-    warn_above: float | None = None,
-    abort: bool = True,
-    frames: int = 21,
-    every: int = 1,
-    *,
-    trace_steps: Iterable[int] = (),
-    sampled: bool | None = None,
-) -> AnomalyDetector:
-    """Watch `model`'s forward and backward for NaN (and Inf) values.
+@old_positions("model", "grads", "inf", "warn_above", "abort", "frames", "every")
+def detect_anomalies(model: torch.nn.Module | None, **options: Any) -> AnomalyDetector:
+    """Watch `model`'s forward and backward for NaN (and Inf) values: a running
+    `AnomalyDetector(model, **options)`, whose keyword-only options (and their defaults) are
+    the one signature this forwards to.
 
     Args:
         model: the module whose submodules are watched; each top-level call after the first
@@ -377,6 +371,4 @@ def detect_anomalies(
     Raises:
         NumericsError: at the first NaN/Inf, with `.report` (a JSON-ready dict).
     """
-    return AnomalyDetector(
-        model, grads, inf, warn_above, abort, frames, every, trace_steps, sampled
-    )
+    return AnomalyDetector(model, **options)

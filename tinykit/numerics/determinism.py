@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tinykit._child import FunctionRef, describe, resolve, start_child
+from tinykit._deprecate import old_positions
 from tinykit.errors import NondeterminismError, UsageError
 from tinykit.numerics.compare import compare_summaries
 from tinykit.numerics.recorder import Recorder, probe
@@ -58,12 +59,13 @@ class DeterminismReport:
     first_diff: FirstDiff | None = None
 
 
+@old_positions("fn", "runs", "mode", "atol")
 def check_determinism(
     fn: Callable[[], Any] | str,
+    *,
     runs: int = 2,
     mode: Mode = "process",
     atol: float = 0,
-    *,
     seed: int = 0,
     deterministic: bool = False,
     timeout: float | None = None,
