@@ -29,11 +29,19 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from tinykit._deprecate import old_positions
-from tinykit.errors import NumericsError, UsageError
+from tinykit.errors import NumericsError, NumericsWarning, UsageError
 from tinykit.numerics.findings import finding, format_frames
 from tinykit.numerics.recorder import Recorder, Sink
 from tinykit.numerics.stats import minmax_summaries
-from tinykit.numerics.summary import RawTensors, Record, TensorSummary, dtype_name
+from tinykit.numerics.summary import (
+    FORWARD,
+    GRAD,
+    PROBE,
+    RawTensors,
+    Record,
+    TensorSummary,
+    dtype_name,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -43,10 +51,6 @@ __all__ = ["AnomalyDetector", "NumericsWarning", "detect_anomalies", "format_fra
 
 # (record, its raw (inputs, outputs), [(side 0/1, name, tensor, version, 0-d probe)])
 Pending = tuple[Record, RawTensors, list[tuple[int, str, Any, int, Any]]]
-
-
-class NumericsWarning(UserWarning):
-    """An activation approaches overflow (`warn_above`), or a finding when `abort=False`."""
 
 
 class AnomalyDetector(Sink):
@@ -156,7 +160,7 @@ class AnomalyDetector(Sink):
             for side in (0, 1)
             for name, t in floats[side]
         ]
-        if self.warn_above is not None and record.kind == "forward":
+        if self.warn_above is not None and record.kind == FORWARD:
             for name, t in tensors[1]:
                 if t.is_floating_point() and t.numel():
                     import torch
@@ -181,13 +185,13 @@ class AnomalyDetector(Sink):
                 self._tail.append(pending)
             else:
                 self._check(end=False)
-        if record.kind == "grad" and not self._callback_queued:
+        if record.kind == GRAD and not self._callback_queued:
             from torch.autograd import Variable
 
             # runs when this backward pass has finished: the check of its records
             Variable._execution_engine.queue_callback(self._check)
             self._callback_queued = True
-        elif record.kind in ("forward", "probe") and not rec._stack:
+        elif record.kind in (FORWARD, PROBE) and not rec._stack:
             self._check()  # the top-level forward (or a probe outside one) is over
 
     def on_step(self, rec: Recorder, step: int) -> None:
