@@ -353,9 +353,9 @@ def _reduce(t: torch.Tensor) -> Any:
 
 @old_positions("model", "grads", "inf", "warn_above", "abort", "frames", "every")
 def detect_anomalies(model: torch.nn.Module | None, **options: Any) -> AnomalyDetector:
-    """Watch `model`'s forward and backward for NaN (and Inf) values: a running
-    `AnomalyDetector(model, **options)`, whose keyword-only options (and their defaults) are
-    the one signature this forwards to.
+    """Watch `model`'s forward and backward for NaN (and Inf) values: returns the running
+    `AnomalyDetector(model, **options)`, whose keyword-only parameters are the one list of the
+    options and their defaults.
 
     Args:
         model: the module whose submodules are watched; each top-level call after the first
