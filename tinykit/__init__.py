@@ -13,7 +13,7 @@ from tinykit._versions import __version__ as __version__
 
 # public name -> module that defines it
 _LAZY = {
-    "HubServer": "tinykit.hub.server",
+    "HubServer": "tinykit.standins.serve",  # the loopback Hub, plus add_manifest
     "NumericsError": "tinykit.errors",
     "ShrinkSpec": "tinykit.model.spec",
     "build_standins": "tinykit.standins.build",
@@ -58,7 +58,6 @@ if TYPE_CHECKING:  # `as`: a re-export for type checkers (__all__ is computed, t
     from tinykit.dataset.synthetic import make_synthetic_dataset as make_synthetic_dataset
     from tinykit.distributed.launch import run_distributed as run_distributed
     from tinykit.errors import NumericsError as NumericsError
-    from tinykit.hub.server import HubServer as HubServer
     from tinykit.memory.leaks import check_leaks as check_leaks
     from tinykit.memory.project import project_memory as project_memory
     from tinykit.memory.track import track_memory as track_memory
@@ -78,6 +77,7 @@ if TYPE_CHECKING:  # `as`: a re-export for type checkers (__all__ is computed, t
     from tinykit.repro.seed import seed_everything as seed_everything
     from tinykit.slice.build import slice_model as slice_model
     from tinykit.standins.build import build_standins as build_standins
+    from tinykit.standins.serve import HubServer as HubServer
     from tinykit.tokenizer.build import make_tiny_tokenizer as make_tiny_tokenizer
 
 

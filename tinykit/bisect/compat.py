@@ -132,13 +132,16 @@ def _logits_digest(model: Any) -> str | None:
 
 def _probe(argv: list[str]) -> dict[str, dict[str, Any]]:
     from tinykit.artifacts import named
+    from tinykit.artifacts.kinds import KINDS, MODEL
     from tinykit.model.load import load_model
 
     folder = None
     if "--fixtures-dir" in argv:
         i = argv.index("--fixtures-dir")
         folder, argv = argv[i + 1], argv[:i] + argv[i + 2 :]
-    specs = [s for s in named.select(named.load_specs(folder), argv or None) if s.kind == "model"]
+    specs = [
+        s for s in named.select(named.load_specs(folder), argv or None) if KINDS[s.kind] is MODEL
+    ]
     cells: dict[str, dict[str, Any]] = {}
     for spec in specs:
         cell: dict[str, Any] = {}
