@@ -13,8 +13,8 @@ from tinykit import ShrinkSpec, make_tiny
 from tinykit.errors import UnsupportedModelError
 from tinykit.model.build import class_and_config
 from tinykit.model.coverage import text_model_types, upstream_error
+from tinykit.model.inputs import make_inputs
 from tinykit.model.recipes import recipe_for
-from tinykit.model.verify import make_inputs
 from tinykit.strategies import shrink_specs, tiny_configs, token_batches
 
 # Every text model type `tinykit coverage` sweeps gets tiny configs; these few also build models.
@@ -91,8 +91,8 @@ def test_tiny_configs_build_models_that_train(model_type):
         cls, config = class_and_config({"model_type": model_type}, config, name=model_type)
         model = cls._from_config(config)
         assert sum(p.numel() for p in model.parameters()) < 2_000_000
-        inputs, labels = make_inputs(model, torch.Generator().manual_seed(0))
-        out = model(**inputs, **labels)
+        made = make_inputs(model, labels=True)
+        out = model(**made.forward, **made.labels)
         assert torch.isfinite(out.loss)
         out.loss.backward()
 
