@@ -401,7 +401,7 @@ def _takes_text(src: Source) -> bool:
     the class leaves None (ESM's) counts: the shrink rules give it the tiny vocab."""
     from tinykit.model.config import load_config
 
-    config = load_config(src.config) if "auto_map" not in src.config else None
+    config = load_config(src.config) if not _runs_own_code(src) else None
     return config is not None and hasattr(config.get_text_config(decoder=True), "vocab_size")
 
 
