@@ -104,6 +104,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="a Jinja file that replaces the tokenizer's chat template",
     )
     p.add_argument(
+        "--pooling",
+        metavar="MODE",
+        help="add a sentence-transformers front end (modules.json, 1_Pooling) with this pooling "
+        "(mean, cls, max, mean_sqrt_len); a source's own modules.json is kept without it",
+    )
+    p.add_argument(
         "--recipe",
         action="append",
         default=[],
@@ -155,6 +161,7 @@ def run(args: argparse.Namespace) -> int:
         preset=args.preset,
         tokenizer=args.tokenizer,
         chat_template=args.chat_template,
+        pooling=args.pooling,
         **spec,
     )
     layers = ", ".join(f"{k}: {v}" for k, v in result.layers.items())

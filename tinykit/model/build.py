@@ -95,6 +95,7 @@ def make_tiny(
     preset: str | None = None,
     tokenizer: str | os.PathLike[str] | None = None,
     chat_template: str | os.PathLike[str] | None = None,
+    pooling: str | None = None,
     **spec: Unpack[ShrinkOptions],
 ) -> BuildResult:
     """Build a tiny random model of `source` into `out`; return what was built.
@@ -123,6 +124,9 @@ def make_tiny(
         tokenizer: take the tokenizer and its special tokens from this folder, Hub id or
             model_type instead of `source`.
         chat_template: a Jinja file that replaces the tokenizer's chat template.
+        pooling: add a sentence-transformers front end (modules.json, 1_Pooling/) with this
+            pooling mode (mean, cls, max, mean_sqrt_len); a source with its own modules.json
+            keeps its pipeline without it (`tinykit.model.sentence`).
         **spec: ShrinkSpec fields (hidden, layers, vocab, dtype, seed, mode, ...).
 
     Raises:
@@ -135,6 +139,8 @@ def make_tiny(
             f"source={source!r} is not a folder, model_type or Hub id. Pass one of those as a "
             "str or Path (e.g. make_tiny('qwen3_moe', 'tiny-qwen3-moe'))."
         )
+    if pooling is not None and model_class is None and task is None:
+        task = "base"  # sentence-transformers loads the Transformer module with AutoModel
     choices = BuildChoices(
         model_class=model_class,
         task=task,
@@ -143,6 +149,7 @@ def make_tiny(
         preset=preset,
         tokenizer=None if tokenizer is None else str(tokenizer),
         chat_template=None if chat_template is None else str(chat_template),
+        pooling=pooling,
     )
     shrink = _spec(dict(spec), choices)
     if out is not None:  # refuse before the (possibly remote) source is read
@@ -154,7 +161,7 @@ def make_tiny(
             f"--mode faithful keeps the source's real tokenizer, and {src.name!r} (a bare model_type) has "
             f"none. Use a folder or Hub id as the source, or --mode tiny."
         )
-    if (choices.model_class or choices.task) and "auto_map" in src.config:
+    if (choices.model_class or choices.task) and _runs_own_code(src):
         raise UsageError(
             f"--class and --task choose among transformers' own classes, and {src.name} needs "
             "the repository's code (auto_map). Drop them to build its own auto_map class."
@@ -203,6 +210,9 @@ def _spec(spec: dict[str, Any], choices: BuildChoices) -> ShrinkSpec:
         raise UsageError(
             f"--chat-template {choices.chat_template} is not a file. Pass a Jinja template file."
         )
+    from tinykit.model.sentence import check_pooling
+
+    check_pooling(choices.pooling)
     if choices.task is not None:
         from tinykit.model.classes import check_task
 
@@ -221,6 +231,7 @@ def _build_into(
     import torch
     from transformers.utils import logging as hf_logging
 
+    from tinykit.model.sentence import write_front_end
     from tinykit.model.tokenizer import ship
 
     choices = choices or BuildChoices()
@@ -257,6 +268,7 @@ def _build_into(
     model.should_save_on_this_rank = lambda is_main_process: True
     model.save_pretrained(tmp)
     _copy_processor(src, shrunk, tmp)
+    write_front_end(tmp, src.folder, model.config, pooling=choices.pooling, seed=spec.seed)
     params = sum(p.numel() for p in model.parameters())
     layers = {path: list(plan.kept) for path, plan in shrunk.plans.items()}
     options = {**choices.changed(), **shipped.record}
@@ -375,12 +387,21 @@ def _config_for(cls: Any, config: Any) -> Any:
     return next((sub for sub in subs if isinstance(sub, wanted)), config)
 
 
+def _runs_own_code(src: Source) -> bool:
+    """Whether the source needs its repository's code: an `auto_map` on a model_type transformers
+    lacks. A native type's `auto_map` is stale (the config predates transformers' own class) and
+    is dropped, so --class and --task still choose among transformers' classes."""
+    from transformers import CONFIG_MAPPING
+
+    return "auto_map" in src.config and src.model_type not in CONFIG_MAPPING
+
+
 def _takes_text(src: Source) -> bool:
     """Whether the model reads token ids: its config (or a sub-config) has a vocabulary. One
     the class leaves None (ESM's) counts: the shrink rules give it the tiny vocab."""
     from tinykit.model.config import load_config
 
-    config = load_config(src.config) if "auto_map" not in src.config else None
+    config = load_config(src.config) if not _runs_own_code(src) else None
     return config is not None and hasattr(config.get_text_config(decoder=True), "vocab_size")
 
 
