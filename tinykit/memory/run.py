@@ -21,8 +21,8 @@ from typing import Any
 import psutil
 
 from tinykit.errors import SetupError, UsageError
+from tinykit.memory.sampler import TreeSampler
 from tinykit.memory.sizes import format_bytes
-from tinykit.memory.track import TreeSampler
 
 __all__ = ["CommandMemory", "check_plot_path", "plot_timeline", "run_command"]
 

@@ -140,14 +140,7 @@ def _hint(
             "batches, or use loss = logits.sum() * 0.0 for them."
         ), {"cause": "all labels masked"}
     if bad.dtype == "float16" and (bad.posinf or bad.neginf):
-        peak = max(
-            (s.absmax for s in record.inputs if s.absmax is not None and s.finite),
-            default=0.0,
-        )
-        return (
-            f"float16 overflows past {FP16_MAX:g} (finite inputs' abs max {peak:.3g}): run this "
-            "module in float32 (or bfloat16), or keep activations well below 1e4."
-        ), {"cause": "float16 overflow"}
+        return _overflow_hint(record, is_input, module)
     if not is_input and record.kind == FORWARD and module is not None:
         for name, p in module.named_parameters(recurse=False):
             if not bool(p.detach().isfinite().all()):
@@ -157,6 +150,38 @@ def _hint(
                     "an earlier update or the loaded weights put it there."
                 ), {"parameter": name, "parameter_index": at}
     return "", {}
+
+
+def _overflow_hint(
+    record: Record, is_input: bool, module: torch.nn.Module | None
+) -> tuple[str, dict[str, Any]]:
+    """float16 overflow: the ranges of what the module that made the value read, as
+    DebugUnderflowOverflow's frames show them: its inputs (for a backward, the gradient it
+    received) and its own weights. Their product is what went past 65504."""
+    from tinykit.numerics.stats import minmax_summaries
+
+    weights: list[TensorSummary] = []
+    if module is not None and not is_input:
+        weights = minmax_summaries(list(module.named_parameters(recurse=False)), {})
+    ranges = {
+        s.name: [s.absmin, s.absmax]
+        for s in [*record.inputs, *weights]
+        if s.absmax is not None and s.absmin is not None
+    }
+    shown = ", ".join(
+        f"{name} |x| in [{lo:.3g}, {hi:.3g}]" for name, (lo, hi) in list(ranges.items())[:6]
+    )
+    if is_input:
+        where = (
+            f"'{record.module}' received {shown or 'no float tensor'}, made between modules in "
+            f"the forward of '{record.parent or 'the caller'}'"
+        )
+    else:
+        where = f"'{record.module}' read {shown or 'no float tensor'}"
+    return (
+        f"float16 overflows past {FP16_MAX:g}: {where}. Run this module in float32 (or "
+        "bfloat16), scale its input or weights down, or keep activations well below 1e4."
+    ), {"cause": "float16 overflow", "ranges": ranges}
 
 
 def first_non_finite(t: torch.Tensor) -> list[int] | None:
