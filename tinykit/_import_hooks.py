@@ -111,10 +111,14 @@ class _Wrapped(importlib.abc.Loader):
             self._inner.exec_module(module)
             ok = True
         finally:
-            module.__loader__ = self._inner
-            spec = getattr(module, "__spec__", None)
-            if spec is not None:
-                spec.loader = self._inner
+            # (a module may have replaced itself by an object that refuses new attributes:
+            # torch._dynamo.config does)
+            with contextlib.suppress(Exception):
+                if module.__loader__ is self:
+                    module.__loader__ = self._inner
+            with contextlib.suppress(Exception):
+                if module.__spec__.loader is self:
+                    module.__spec__.loader = self._inner
             self._watch._exit(name, ok)
 
     def __getattr__(self, attr: str) -> Any:  # get_source, get_resource_reader, is_package...

@@ -22,9 +22,9 @@ def _options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--modules", default="*", metavar="GLOB", help="modules to record (default *)")
     p.add_argument(
         "--what",
-        default="input,output,grad",
+        default="input,output,grad,step",
         metavar="A,B",
-        help="any of input, output, grad, param (default input,output,grad)",
+        help="any of input, output, grad, param, step (default input,output,grad,step)",
     )
     p.add_argument("--steps", metavar="A,B", help="record only these steps (default: all)")
     p.add_argument(

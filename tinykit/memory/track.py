@@ -330,9 +330,9 @@ class track_memory(contextlib.ContextDecorator):  # noqa: N801 - used like a fun
         """Raise MemoryBudgetExceeded when the report is over a budget of this tracker."""
         if self.host_budget is not None and report.host_peak_own > self.host_budget:
             raise MemoryBudgetExceeded(
-                f"host memory peaked at +{format_bytes(report.host_peak_own)} (first-time "
-                f"imports not counted), over the budget of {format_bytes(self.host_budget)}: "
-                f"{report.summary()}. Free memory earlier, use smaller inputs, or raise the budget.",
+                f"host memory peaked at +{format_bytes(report.host_peak_own)}, over the budget "
+                f"of {format_bytes(self.host_budget)}: {report.summary()}. Free memory earlier, "
+                "use smaller inputs, or raise the budget.",
                 kind=HOST,
                 used=report.host_peak_own,
                 budget=self.host_budget,

@@ -321,7 +321,9 @@ class AnomalyDetector(Sink):
         raw: dict[str, torch.Tensor],
     ) -> None:
         module = self._module(record.module)
-        self._report(*finding(record, bad, tensor, is_input, raw, self._frames, module))
+        self._report(
+            *finding(record, bad, tensor, is_input, raw, self._frames, module, self._module)
+        )
 
     def _report(self, report: dict[str, Any], message: str) -> None:
         self._found_step = report["step"]

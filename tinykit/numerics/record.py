@@ -47,7 +47,7 @@ def record(
     model: torch.nn.Module | None = None,
     *,
     modules: str | Iterable[str] = "*",
-    what: Iterable[str] = ("input", "output", "grad"),
+    what: Iterable[str] = ("input", "output", "grad", "step"),
     steps: Iterable[int] | None = None,
     tensors: str = "stats",
     out: str | os.PathLike[str] | None = None,
@@ -58,9 +58,10 @@ def record(
 ) -> Recorder:
     """Record every call of `model`'s modules (matching the `modules` glob): a context manager.
 
-    Each top-level call of the model also records its step's own records: "input" (the tensors
-    it was given, by name: `labels`, `input_ids`), "params" (every parameter as the step began)
-    and "loss" (the `loss` it returned); `diff_dumps` checks them before any module.
+    Each top-level call of the model also makes its step's own records ("step" in `what`):
+    "input" (the tensors it was given, by name: `labels`, `input_ids`), "params" (the
+    parameters of the recorded modules as the step began) and "loss" (the `loss` it returned);
+    `diff_dumps` checks them before any module.
 
     Args:
         model: the model; its top-level calls after the first start new steps (or call
@@ -69,7 +70,8 @@ def record(
             named as if it had been passed (for a model built inside code you cannot change).
         modules: glob(s) on qualified names, e.g. "model.layers.*.mlp".
         what: any of "input", "output", "grad" (each module's backward: the gradient it received
-            and the one it passed on) and "param" (the module's own parameters).
+            and the one it passed on), "param" (the module's own parameters, in each of its
+            records) and "step" (the step records above).
         steps: record only these steps (None: all).
         tensors: "stats" (hash, shape, dtype, min/max/mean/std, NaN/Inf/zero counts) or "full"
             (also the tensors, into safetensors shards; needs `out`).
@@ -118,5 +120,4 @@ def record(
         hashes=out is not None if hashes is None else hashes,
         auto_steps=True,
         first_step=first_step,
-        roots=True,
     )

@@ -9,8 +9,8 @@ module. `probe(name, *tensors)` adds a record for tensors that no module produce
 (a data batch, a loss). Hashes are blake2b over the raw bytes, so equal hashes mean bitwise equal;
 `torch.hash_tensor` is an order-insensitive xor and would miss a shuffled batch.
 
-With `roots=True` (`tinykit.record`) each top-level call of the model also adds the step's own
-records when it returns: "input" (the tensors it was given, by argument name: `labels`,
+With "step" in `what` (`tinykit.record`'s default) each top-level call of the model also adds
+the step's own records when it returns: "input" (the tensors it was given, by argument name: `labels`,
 `input_ids`), "params" (every parameter as the step began, once per step) and "loss" (the `loss`
 it returned), so a data or an optimizer difference is seen as such, not as the first module that
 read the data or the weights.
@@ -57,7 +57,7 @@ _active: list[Recorder] = []  # every recorder now active, outermost first
 _RAISED = object()
 
 SUMMARIES = ("hash", "stats", "minmax", "none")
-WHAT = ("input", "output", "grad", "param")
+WHAT = ("input", "output", "grad", "param", "step")
 
 
 class Sink:
@@ -84,10 +84,10 @@ class Recorder:
     would be, the other roots' names start with "Class#n.". With `model`, only its modules are
     recorded, by their names in it. Each top-level call of the model after the first starts a new
     step (with `auto_steps`; `next_step()` then counts steps alone). `modules` is a glob (or
-    several) on qualified names; `what` picks inputs, outputs, gradients (backward) and the
-    module's own parameters ("param"); `steps` records only those steps (numbered from
-    `first_step`: a resumed run numbers its steps as the uninterrupted one did); `frames` keeps
-    only the last N records (a ring buffer); `roots` adds the step records (module docstring).
+    several) on qualified names; `what` picks inputs, outputs, gradients (backward), the
+    module's own parameters ("param") and the step records ("step", see the module docstring);
+    `steps` records only those steps (numbered from `first_step`: a resumed run numbers its
+    steps as the uninterrupted one did); `frames` keeps only the last N records (a ring buffer).
     """
 
     def __init__(
@@ -104,7 +104,6 @@ class Recorder:
         auto_steps: bool | None = None,
         hashes: bool = True,
         first_step: int = 0,
-        roots: bool = False,
     ) -> None:
         from tinykit.errors import UsageError
 
@@ -128,7 +127,7 @@ class Recorder:
         )
         self.sink = sink
         self.step = self.first_step = first_step
-        self.roots = roots
+        self.roots = "step" in self.what  # the step records
         self._main: Any = None  # without a model: a weakref to the first root with parameters
         self._top: Any = None  # the top-level call of the model in progress (a recorded step's)
         self._params_step: int | None = None  # the step whose "params" record is made
