@@ -175,7 +175,17 @@ def start_from_environment() -> None:
     spec = json.loads(os.environ[ENV])
     from tinykit._import_hooks import after_import
 
-    after_import("torch", lambda: _start(spec))
+    after_import("torch", lambda: _start_or_say(spec))
+
+
+def _start_or_say(spec: dict[str, Any]) -> None:
+    # this runs inside the command's own `import torch`: a failure here must not fail that
+    try:
+        _start(spec)
+    except Exception as e:
+        print(
+            f"tinykit record: not recording this process: {type(e).__name__}: {e}", file=sys.stderr
+        )
 
 
 def _start(spec: dict[str, Any]) -> None:
