@@ -49,3 +49,20 @@ def test_moved_modules_keep_their_public_attribute_paths():
     from tinykit.distributed import free_port
 
     assert free_port() > 0
+
+
+def test_no_file_name_prefix_family():
+    # CONTRIBUTING.md: files sharing a `<word>_` prefix (two of them, or one beside `<word>.py`)
+    # become a folder `<word>/`; one file per command in cli/ is the exception
+    families = []
+    for folder in sorted(
+        {p.parent for p in (REPO / "tinykit").rglob("*.py")} - {REPO / "tinykit/cli"}
+    ):
+        stems = {p.stem.lstrip("_") for p in folder.glob("*.py")}
+        words = [s.split("_")[0] for s in stems if "_" in s]
+        families += [
+            f"{folder.relative_to(REPO)}/{w}_*.py"
+            for w in sorted(set(words))
+            if words.count(w) > 1 or w in stems
+        ]
+    assert not families, f"make these prefix families folders: {families}"

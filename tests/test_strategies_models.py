@@ -13,8 +13,8 @@ from tinykit import ShrinkSpec, make_tiny
 from tinykit.errors import UnsupportedModelError
 from tinykit.model.build import config_for, model_class
 from tinykit.model.coverage import text_model_types, upstream_error
+from tinykit.model.inputs import make_inputs
 from tinykit.model.recipes import recipe_for
-from tinykit.model.verify import make_inputs
 from tinykit.source import Source
 from tinykit.strategies import shrink_specs, tiny_configs, token_batches
 
@@ -93,8 +93,8 @@ def test_tiny_configs_build_models_that_train(model_type):
         cls = model_class(source, config, False)
         model = cls._from_config(config_for(cls, config))
         assert sum(p.numel() for p in model.parameters()) < 2_000_000
-        inputs, labels = make_inputs(model, torch.Generator().manual_seed(0))
-        out = model(**inputs, **labels)
+        made = make_inputs(model, labels=True)
+        out = model(**made.forward, **made.labels)
         assert torch.isfinite(out.loss)
         out.loss.backward()
 

@@ -13,7 +13,7 @@ from tinykit._versions import __version__
 
 # public name -> module that defines it
 _LAZY = {
-    "HubServer": "tinykit.hub.server",
+    "HubServer": "tinykit.standins.serve",  # the loopback Hub, plus add_manifest
     "build_standins": "tinykit.standins.build",
     "NumericsError": "tinykit.errors",
     "describe": "tinykit.numerics.describe",
@@ -84,7 +84,6 @@ if TYPE_CHECKING:
     from tinykit.dataset.synthetic import make_synthetic_dataset
     from tinykit.distributed.launch import run_distributed
     from tinykit.errors import NumericsError
-    from tinykit.hub.server import HubServer
     from tinykit.memory.leaks import check_leaks
     from tinykit.memory.project import project_memory
     from tinykit.memory.track import track_memory
@@ -100,6 +99,7 @@ if TYPE_CHECKING:
     from tinykit.repro.seed import seed_everything
     from tinykit.slice.build import slice_model
     from tinykit.standins.build import build_standins
+    from tinykit.standins.serve import HubServer
     from tinykit.tokenizer.build import make_tiny_tokenizer
 
 

@@ -4,7 +4,7 @@ By default the text types: those transformers maps to a causal LM, masked LM or 
 `all_model_types()` adds every other type with a model class, grouped (vision, audio, video,
 multimodal) by the task tables transformers lists it in. Each is built from its bare model_type
 (class defaults, no network) with the class of its group, and verified on inputs of its modality
-(see model/inputs.py); the verification holds it to its size budget (model/size.py).
+(see model/inputs/); the verification holds it to its size budget (model/size.py).
 """
 
 from __future__ import annotations
@@ -267,6 +267,7 @@ def upstream_error(model_type: str, class_name: str | None = None) -> str | None
 
     from tinykit.model.build import config_for, model_class
     from tinykit.model.config import load_config
+    from tinykit.model.inputs import Inputs, make_inputs
     from tinykit.source import Source
 
     try:
@@ -285,12 +286,15 @@ def upstream_error(model_type: str, class_name: str | None = None) -> str | None
         # a tower alone, or a model that also reads pixels, audio or state: a forward on token
         # ids alone fails for want of those inputs, which proves nothing of transformers
         return None
-    ids = torch.zeros(1, 8, dtype=torch.long)
-    # with the labels verify trains it on (VITS refuses any: its training is not implemented)
-    labels = {"labels": ids} if "labels" in inspect.signature(model.forward).parameters else {}
+    # the inputs and labels verify trains it on (VITS refuses any: its training is not
+    # implemented), as host tensors: the full-size weights are on the meta device
+    try:
+        made = Inputs({}) if unimplemented else make_inputs(model, batch=1, seq=8, labels=True)
+    except Exception:  # inputs tinykit cannot make: its own failure, not transformers'
+        return None
     try:
         with torch.device("meta"):
-            model() if unimplemented else model(input_ids=ids, **labels)
+            model(**made.forward, **made.labels)
     except Exception as e:  # the full-size default fails where the tiny one did, or elsewhere
         return f"forward: {type(e).__name__}: {_flat(e)[:200]}"
     return None

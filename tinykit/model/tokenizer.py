@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from tinykit._files import sha256_file
 from tinykit.errors import TinyArtifactInvalid, UnsupportedModelError, UsageError
+from tinykit.hub.layout import SHARD_INDEX_SUFFIX, WEIGHT_SUFFIXES
 
 if TYPE_CHECKING:
     from tinykit.model.choices import BuildChoices
@@ -37,19 +38,8 @@ NOT_TOKENIZER = {
     "tinykit.json",
     *PROCESSOR_FILES,
 }
-WEIGHT_SUFFIXES = (
-    ".safetensors",
-    ".bin",
-    ".pt",
-    ".pth",
-    ".h5",
-    ".msgpack",
-    ".gguf",
-    ".onnx",
-    ".ckpt",
-    ".index.json",
-    ".py",
-)
+# Never copied as tokenizer files: weights, a sharded checkpoint's index, and code.
+NOT_TOKENIZER_SUFFIXES = (*sorted(WEIGHT_SUFFIXES), SHARD_INDEX_SUFFIX, ".py")
 # Token-id attributes a foreign tokenizer's ids replace in the config and generation config.
 SPECIAL_IDS = ("bos_token_id", "eos_token_id", "pad_token_id", "unk_token_id", "sep_token_id")
 TEMPLATE_FILES = ("chat_template.json", "chat_template.jinja")
@@ -187,7 +177,7 @@ def copy_real_tokenizer(tok: TokenizerSource, tmp: Path) -> None:
         if (
             path.is_file()
             and path.name not in NOT_TOKENIZER
-            and not path.name.endswith(WEIGHT_SUFFIXES)
+            and not path.name.lower().endswith(NOT_TOKENIZER_SUFFIXES)
         ):
             shutil.copyfile(path, tmp / path.name)
     for name in files_fmt.TIKTOKEN_NAMES:
