@@ -122,3 +122,10 @@ class FixtureDrift(CheckFailed):
 class CacheEntryCorrupt(SetupError):
     """A cached artifact's files differ from the digests recorded when it was built (.key,
     .problems), and rebuilding is off; exit 3."""
+
+
+class InjectedFault(TinykitError, RuntimeError):
+    """A rank fault injected on purpose by `tinykit.distributed.fail(..., how="raise")` (.rank, .at)."""
+
+    rank: int
+    at: int | str
