@@ -130,6 +130,21 @@ def train(ckpt_dir: str, resume: str = "fixed", steps: int = STEPS) -> dict[str,
     return weights
 
 
+def train_in_one_process(steps: int = STEPS, world_size: int = 4) -> dict[str, torch.Tensor]:
+    """What `train` on `world_size` DDP ranks computes, uninterrupted, in this process: DDP
+    averages the ranks' gradients, which is the gradient of the loss over all their batches."""
+    model = tiny_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    for step in range(steps):
+        parts = [batch(step, rank) for rank in range(world_size)]
+        x, y = torch.cat([x for x, _ in parts]), torch.cat([y for _, y in parts])
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
 # ---- under torchrun -----------------------------------------------------------------------------
 
 

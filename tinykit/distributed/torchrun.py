@@ -54,6 +54,7 @@ class TorchrunJob:
     lines: list[tuple[int, str, str]] = field(default_factory=list)  # (node, stream, text)
     timed_out: bool = False
     seconds: float = 0.0
+    tag: str = ""  # TINYKIT_DIST_POOL of every process of the job (processes.tagged finds them)
 
     @property
     def returncode(self) -> int:
@@ -137,7 +138,7 @@ class _Launch:
     ) -> None:
         self.job, self.folders, self.max_restarts = job, folders, max_restarts
         self.env, self.fault, self.echo = env, fault, echo
-        self.tag = f"launch-{uuid.uuid4().hex[:12]}"
+        self.tag = job.tag = f"launch-{uuid.uuid4().hex[:12]}"
         self.agents: list[subprocess.Popen[bytes]] = []
         self.readers: list[threading.Thread] = []
         self.lock = threading.Lock()
@@ -262,7 +263,10 @@ class _Launch:
 
 
 def _failure_message(job: TorchrunJob, timeout: float) -> str:
-    what = f"`{shlex.join(job.command)}` on {job.layout} (torchrun)"
+    command = shlex.join(job.command).replace("\n", "\\n")  # the message stays one line
+    if len(command) > 120:
+        command = command[:117] + "..."
+    what = f"`{command}` on {job.layout} (torchrun)"
     if job.timed_out:
         return (
             f"{what} timed out after {timeout:g} s. Every worker's Python stacks are in its "
