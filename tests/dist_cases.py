@@ -167,13 +167,21 @@ def layout() -> dict[str, str]:
 
 def main(argv: list[str]) -> None:
     dist.init_process_group("gloo")
-    try:
-        if argv[0] == "layout":
-            print(json.dumps(layout()), flush=True)
-        elif argv[0] == "train":
-            train(argv[1], resume=argv[2])
-    finally:
-        dist.destroy_process_group()
+    if argv[0] == "layout":
+        print(json.dumps(layout()), flush=True)
+    elif argv[0] == "train":
+        train(argv[1], resume=argv[2])
+    leave()
+
+
+def leave() -> None:
+    """Exit without the interpreter's teardown. Here about 1 gloo worker exit in 12 aborts in a
+    C++ destructor after destroy_process_group ("terminate called without an active exception",
+    torch 2.13 CPU; pytorch#190489, #179291): the tests are about the launcher, not about that."""
+    dist.destroy_process_group()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

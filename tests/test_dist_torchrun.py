@@ -175,3 +175,22 @@ def test_killing_the_launcher_takes_every_agent_and_worker_with_it(tmp_path):
     while marked(mark) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert marked(mark) == []
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["launch"], "no program to launch. Put it after --"),
+        (["launch", "--fail", "rank=1", "--", "python", "t.py"], "needs rank=N and at=POINT"),
+        (["launch", "--nodes", "9", "--", "python", "t.py"], "9 is out of range: use 1 to 8"),
+    ],
+)
+def test_launch_usage_errors_are_one_line_and_exit_2(argv, message, capsys):
+    from tinykit.cli import main
+
+    try:
+        code = main(argv)
+    except SystemExit as e:  # argparse's own errors
+        code = e.code
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and message in err and len(err.splitlines()) == 1, err

@@ -74,8 +74,9 @@ def check_rank(backend: str = "auto", timeout: float = 60.0) -> dict[str, Any]:
         torch.cuda.set_device(local_rank)
     started = time.monotonic()
     device = torch.device("cuda", local_rank) if backend == "nccl" else torch.device("cpu")
+    created = not dist.is_initialized()  # a group we start, we also end (a clean exit)
     try:
-        if not dist.is_initialized():
+        if created:
             dist.init_process_group(backend, timeout=timedelta(seconds=timeout))
         ones = torch.ones(1, device=device)  # the allocation check
         dist.all_reduce(ones)
@@ -102,6 +103,8 @@ def check_rank(backend: str = "auto", timeout: float = 60.0) -> dict[str, Any]:
     }
     reports: list[Any] = [None] * world
     dist.all_gather_object(reports, me)
+    if created:
+        dist.destroy_process_group()
     bad = [r for r in reports if r["all_reduce"] != world]
     if bad:
         listing = ", ".join(f"rank {r['rank']}: {r['all_reduce']:g}" for r in bad)

@@ -105,13 +105,17 @@ class NodeFolders:
     """`root/shared/` plus `root/node<i>/` (with `tmp/` and `hf_home/`) for every node.
 
     The paths stay the same for the folders' life (a warm rank that imported huggingface_hub
-    keeps the HF_HOME it read then); `clear()` empties them between jobs.
+    keeps the HF_HOME it read then); `clear()` empties them between jobs. `keep=True` leaves
+    what is already there (a workdir given to `run_torchrun`).
     """
 
-    def __init__(self, root: Path, nodes: int) -> None:
+    def __init__(self, root: Path, nodes: int, *, keep: bool = False) -> None:
         self.root = Path(root)
         self.nodes = nodes
-        self.clear()
+        if keep:
+            self._make()
+        else:
+            self.clear()
 
     @property
     def shared(self) -> Path:
@@ -124,10 +128,13 @@ class NodeFolders:
         """Empty every folder, leaving the layout in place."""
         for folder in [self.shared, *(self.node(i) for i in range(self.nodes))]:
             shutil.rmtree(folder, ignore_errors=True)
-            folder.mkdir(parents=True)
+        self._make()
+
+    def _make(self) -> None:
+        self.shared.mkdir(parents=True, exist_ok=True)
         for i in range(self.nodes):
-            (self.node(i) / "tmp").mkdir()
-            (self.node(i) / "hf_home").mkdir()
+            for sub in ("tmp", "hf_home"):
+                (self.node(i) / sub).mkdir(parents=True, exist_ok=True)
 
     def env(self, index: int) -> dict[str, str]:
         """What node `index`'s processes see: their own TMPDIR and HF_HOME when there are several

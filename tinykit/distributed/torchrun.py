@@ -40,6 +40,7 @@ from tinykit.errors import DistributedTestFailed, UsageError
 
 GRACE_AFTER_FAILURE_S = 15.0  # the other nodes' time to notice a failed node and exit
 STACK_WAIT_S = 3.0  # after SIGABRT: time for faulthandler dumps to pass through torchrun's tee
+TAIL_LINES = 60  # of output in the error when it was not echoed
 PREFIX_TEMPLATE = "[node{node} rank${{rank}}] "  # torchrun fills ${rank} per worker
 
 
@@ -98,9 +99,11 @@ def run_torchrun(
             (faulthandler on SIGABRT) and every process of the job is killed.
         env: extra environment variables for every node (they win over the per-node folders).
         fault: a `fail(rank=, at=)` the program's `fault_point` calls will fire.
-        workdir: where `shared/` and `node<i>/` go (kept); default a temporary folder, removed.
+        workdir: where `shared/` and `node<i>/` go (made if missing, kept, never emptied);
+            default a temporary folder, removed after the job.
         echo: print the prefixed lines as they come (stdout and stderr kept apart).
-        check: raise when the job fails or times out; else return it.
+        check: raise when the job fails or times out (with the output's last lines when it was
+            not echoed); else return it.
 
     Raises:
         DistributedTestFailed: a node exited non-zero or the job timed out (`.job` holds it).
@@ -113,13 +116,16 @@ def run_torchrun(
     root = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="tinykit-run-"))
     job = TorchrunJob(list(command), layout, root)
     try:
-        folders = NodeFolders(root, layout.nodes)
+        folders = NodeFolders(root, layout.nodes, keep=True)
         _Launch(job, folders, max_restarts, env or {}, fault, echo).run(timeout)
     finally:
         if workdir is None:
             shutil.rmtree(root, ignore_errors=True)
     if check and (job.returncode or job.timed_out):
         message = _failure_message(job, timeout)
+        if not echo:  # nobody saw the output: the end of it goes with the error
+            tail = "\n".join(text for _, _, text in job.lines[-TAIL_LINES:])
+            message += f"\n--- last {TAIL_LINES} lines of output ---\n{tail}"
         raise DistributedTestFailed(message, per_rank=[], timed_out=job.timed_out, job=job)
     return job
 
