@@ -28,6 +28,7 @@ import transformers  # noqa: E402  (imported before timing: no column pays for i
 
 from tinykit.artifacts import named as fixture_specs  # noqa: E402
 from tinykit.artifacts.cache import Cache  # noqa: E402
+from tinykit.artifacts.kinds import KINDS, MODEL  # noqa: E402
 from tinykit.hub.client import use_endpoint  # noqa: E402
 from tinykit.hub.server import HubServer  # noqa: E402
 from tinykit.model.load import load_model  # noqa: E402
@@ -53,7 +54,7 @@ def measure(spec: fixture_specs.FixtureSpec, hub: HubServer, tmp: Path) -> tuple
     path = fixture_specs.build_one(spec, cache)
 
     def fixture_call(loaded: dict) -> None:  # what `tiny_model(spec.name)` does in a test
-        Factory(TinyModel, ("model",), cache, (), load_model, loaded)(spec.name)
+        Factory(TinyModel, "model", cache, (), loaded)(spec.name)
 
     disk = median_seconds(lambda: fixture_call({}))  # a new session: empty memory layer
     loaded: dict = {}
@@ -78,7 +79,7 @@ def measure(spec: fixture_specs.FixtureSpec, hub: HubServer, tmp: Path) -> tuple
 def main(names: list[str]) -> None:
     transformers.logging.set_verbosity_error()
     named = fixture_specs.select(fixture_specs.load_specs(), names or None)
-    specs = [s for s in named if s.kind == "model"]
+    specs = [s for s in named if KINDS[s.kind] is MODEL]
     tmp = Path(tempfile.mkdtemp(prefix="tinykit-bench-"))
     # warm-up: the first model build in a process imports the model modules and torch kernels
     start = time.perf_counter()

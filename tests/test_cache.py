@@ -15,8 +15,8 @@ from conftest import HUB_FILES
 import tinykit
 from tinykit._progress import to_stderr
 from tinykit.artifacts import cache as tk_cache
-from tinykit.artifacts.cache import META_FILE, Cache, key_versions
-from tinykit.artifacts.named import build_artifact, normalise
+from tinykit.artifacts.cache import META_FILE, Cache
+from tinykit.artifacts.kinds import KINDS, build_artifact
 from tinykit.cli import main
 from tinykit.errors import CacheEntryCorrupt, UsageError
 
@@ -45,28 +45,34 @@ def test_key_covers_the_versions_that_change_bytes():
     import hypothesis
     import pyarrow
 
-    versions = key_versions("model")
+    versions = KINDS["model"].key_versions()
     assert versions["torch"] == torch.__version__
     assert versions["transformers"] == transformers.__version__
     assert versions["tinykit"] == tinykit.__version__
     assert {"tokenizers", "safetensors"} <= set(versions)
     # datasets, pyarrow and hypothesis decide a synthetic dataset's bytes
-    synthetic = key_versions("synthetic_dataset")
+    synthetic = KINDS["synthetic_dataset"].key_versions()
     assert synthetic["hypothesis"] == hypothesis.__version__
     assert synthetic["pyarrow"] == pyarrow.__version__ and "datasets" in synthetic
-    assert "torch" not in synthetic and "hypothesis" not in key_versions("dataset")
+    assert "torch" not in synthetic and "hypothesis" not in KINDS["dataset"].key_versions()
+    # a version is part of the key: an upgrade of one of them is a new artifact
+    c = Cache()
+    assert c.key("model", "x", {}, versions=versions) != c.key(
+        "model", "x", {}, versions={**versions, "torch": "0.0"}
+    )
 
 
 def test_spelled_out_defaults_give_one_key(tmp_path):
     c = Cache(tmp_path)
     keys = {
-        c.key("model", "llama", normalise("model", spec))
+        c.key("model", "llama", KINDS["model"].normalise(spec))
         for spec in ({}, {"hidden": 32}, {"hidden": 32, "seed": 0}, {"layers": "auto"})
     }
     assert len(keys) == 1
-    assert normalise("model", {"seed": 0, "hidden": 64, "revision": None}) == {"hidden": 64}
-    assert normalise("synthetic_dataset", {"rows": 20, "seed": 0}) == {}
-    assert normalise("tokenizer", {"vocab": 512, "method": "auto"}) == {"vocab": 512}
+    model = {"seed": 0, "hidden": 64, "revision": None}
+    assert KINDS["model"].normalise(model) == {"hidden": 64}
+    assert KINDS["synthetic_dataset"].normalise({"rows": 20, "seed": 0}) == {}
+    assert KINDS["tokenizer"].normalise({"vocab": 512, "method": "auto"}) == {"vocab": 512}
 
 
 def test_a_typo_in_a_spec_fails_before_any_build(tmp_path):
@@ -115,7 +121,7 @@ def test_a_file_the_spec_names_is_keyed_by_its_content(tmp_path):
     assert "B: " in transformers.AutoTokenizer.from_pretrained(second).chat_template
     assert "A: " in transformers.AutoTokenizer.from_pretrained(first).chat_template
     # a value that names no local file (a Hub id) is keyed by the spec alone
-    assert tk_cache.option_contents({"tokenizer": "Qwen/Qwen3-8B"}) == {}
+    assert tk_cache.option_contents({"tokenizer": "Qwen/Qwen3-8B"}, ["tokenizer"]) == {}
 
 
 def test_a_spec_that_is_not_json_is_a_usage_error(tmp_path):

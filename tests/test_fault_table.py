@@ -679,7 +679,6 @@ def test_corrupt_cache_entries_are_rebuilt_by_fixtures_build_verify_and_the_plug
     built_fixtures, tmp_path, capsys
 ):
     from tinykit.artifacts.cache import Cache
-    from tinykit.model.load import load_model
     from tinykit.pytest_plugin.fixtures import Factory, TinyModel
 
     shutil.copytree(built_fixtures, tmp_path / "f")
@@ -699,7 +698,7 @@ def test_corrupt_cache_entries_are_rebuilt_by_fixtures_build_verify_and_the_plug
     assert file_hashes(_entry(cache, "model")) == locked["tiny-m"]["files"]
     CORRUPT["weights truncated"](cache)
     # the tiny_model fixture's factory, as a test calls it: a model, never a SafetensorError
-    factory = Factory(TinyModel, ("model",), Cache(cache), (fx,), load_model, {})
+    factory = Factory(TinyModel, "model", Cache(cache), (fx,), {})
     model = factory("tiny-m")
     assert type(model.model).__name__ == "LlamaForCausalLM"
     assert file_hashes(model.path) == locked["tiny-m"]["files"]

@@ -122,6 +122,31 @@ def test_built_tree_is_served_to_real_clients_and_a_second_build_is_cached(tmp_p
     assert json.loads(json.dumps(second.to_dict()))["cached"] == 3
 
 
+def test_the_public_hub_server_serves_a_manifest_from_the_cache(tmp_path, shared_cache):
+    """`tinykit.HubServer(...).add_manifest(...)` outside pytest: the base server in hub/server
+    serves folders only; the public name adds the manifest (tinykit.standins.serve)."""
+    import datasets
+
+    import tinykit
+    from tinykit.hub import server
+    from tinykit.hub.client import use_endpoint
+
+    assert issubclass(tinykit.HubServer, server.HubServer)
+    assert not hasattr(server.HubServer, "add_manifest")
+    rows_only = MANIFEST[MANIFEST.index('[datasets."org/rows"]') :]  # no model: no torch build
+    manifest = _manifest(tmp_path, rows_only)
+    (tmp_path / "root").mkdir()
+    hf_cache = tmp_path / "hf"
+    with (
+        tinykit.HubServer(tmp_path / "root") as hub,
+        use_endpoint(hub.endpoint, cache_dir=hf_cache),
+    ):
+        served = hub.add_manifest(manifest, cache_dir=shared_cache)
+        assert list(served) == ["org/rows"] and served["org/rows"].is_relative_to(shared_cache)
+        rows = datasets.load_dataset("org/rows")
+        assert {split: d.num_rows for split, d in rows.items()} == {"train": 3, "test": 2}
+
+
 def test_a_failing_entry_is_named_and_leaves_no_hub_folder(tmp_path):
     from tinykit.standins.build import build_standins
 

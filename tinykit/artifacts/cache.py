@@ -3,13 +3,15 @@
 An artifact (a tiny model, tokenizer or dataset folder) is stored as
 ``<root>/artifacts/<key>/<name>/`` where ``key`` is the sha256 of what determines its bytes:
 the kind, the source and its revision, the (normalised) spec, the contents of the files the
-spec names (a chat template, a tokenizer folder, recipe files: ``FILE_OPTIONS``), and the
-versions of the packages that key that kind (``tinykit._versions.ARTIFACT_KEYS``). ``<name>`` is a readable folder name
-that depends only on the key's inputs, so builders that record their output folder's name
+spec names (a chat template, a tokenizer folder, recipe files: the kind's ``file_options``),
+and the versions of the packages that decide that kind's bytes (``Kind.versions``, in
+``tinykit.artifacts.kinds``). ``<name>`` is a readable folder name that depends only on the
+key's inputs, so builders that record their output folder's name
 write the same bytes on every machine. A build happens under a file lock
 (``<root>/locks/<key>.lock``); the artifact is complete once ``<key>/tinykit-cache.json`` is
 written (atomically, last), so concurrent workers build each key once and never use a
-half-written folder. The store knows no builders: ``tinykit.artifacts.named`` does.
+half-written folder. The store knows no builders and no kinds: ``tinykit.artifacts.kinds``
+does, and hands each key its versions and file options.
 
 The meta file records the sha256 of every file of the artifact, and every lookup checks them
 (the files are small): an entry that was truncated, edited or lost a file is rebuilt, or, with
@@ -21,6 +23,7 @@ The root is, in order: the ``root`` argument (pytest ``--tinykit-cache-dir``), `
 
     >>> cache = Cache()
     >>> path = cache.get_or_build(cache.key("model", "qwen3_moe", {"layers": 2}), build_fn)
+    >>> path = tinykit.artifacts.kinds.build_artifact("model", "qwen3_moe", {"layers": 2})
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,19 +43,11 @@ from filelock import FileLock
 
 from tinykit._files import atomic_write, file_hashes, sha256_file, tree_digest
 from tinykit._progress import stage
-from tinykit._versions import ARTIFACT_KEYS, package_versions
 from tinykit.errors import CacheEntryCorrupt, UsageError
 
 META_FILE = "tinykit-cache.json"  # beside the artifact folder, written last: "complete"
 BUILD_LOG = "builds.jsonl"  # one line per build actually performed (not per cache hit)
 REBUILD_VAR = "TINYKIT_CACHE_REBUILD"  # "0": a corrupt entry is an error, not rebuilt
-# spec options that may name a local file or folder: the key holds its content, not its path
-FILE_OPTIONS = ("chat_template", "tokenizer", "features", "recipes")
-
-
-def key_versions(kind: str) -> dict[str, str]:
-    """The package versions in the key of a ``kind`` artifact (just tinykit for other kinds)."""
-    return package_versions(ARTIFACT_KEYS.get(kind, ("tinykit",)))
 
 
 def default_root() -> Path:
@@ -91,14 +86,14 @@ def source_revision(source: Any, revision: str | None = None) -> str:
     return revision or "main"
 
 
-def option_contents(spec: Mapping[str, Any]) -> dict[str, str]:
-    """``{"option:path": digest}`` of every local file or folder a ``FILE_OPTIONS`` value names.
+def option_contents(spec: Mapping[str, Any], file_options: Iterable[str]) -> dict[str, str]:
+    """``{"option:path": digest}`` of every local file or folder the ``file_options`` name.
 
     The same path with new bytes is a new artifact; a value that names nothing local (a Hub
     id, an inline template) is keyed by the spec alone.
     """
     contents = {}
-    for option in FILE_OPTIONS:
+    for option in file_options:
         value = spec.get(option)
         for item in value if isinstance(value, list) else [value]:
             if isinstance(item, (str, os.PathLike)) and str(item) and Path(item).exists():
@@ -185,13 +180,16 @@ class Cache:
         spec: Mapping[str, Any],
         revision: str | None = None,
         content: Any = None,
+        *,
+        versions: Mapping[str, str] | None = None,
+        file_options: Iterable[str] = (),
     ) -> str:
         """The sha256 key of an artifact: kind + source + revision + spec + package versions.
 
-        ``spec`` should be normalised (``tinykit.artifacts.named.normalise``) so that spelled-out
-        defaults do not make a second key. ``content`` is where the source's files are when
-        ``source`` is a relative path. Files the spec names are keyed by content
-        (``option_contents``).
+        ``spec`` should be normalised (``Kind.normalise``) so that spelled-out defaults do not
+        make a second key. ``content`` is where the source's files are when ``source`` is a
+        relative path. ``versions`` are the package versions that decide the kind's bytes;
+        files named by the spec's ``file_options`` are keyed by content (``option_contents``).
         """
         try:
             spec_json = json.dumps(dict(spec), sort_keys=True)
@@ -205,10 +203,10 @@ class Cache:
             "source": source if isinstance(source, (dict, list)) else str(source),
             "revision": source_revision(source if content is None else content, revision),
             "spec": json.loads(spec_json),
-            "versions": key_versions(kind),
+            "versions": dict(versions or {}),
             "tinykit_source": tinykit_source_digest(),
         }
-        if contents := option_contents(spec):
+        if contents := option_contents(spec, file_options):
             payload["contents"] = contents
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
@@ -258,11 +256,13 @@ class Cache:
         source: str = "",
         spec: Mapping[str, Any] | None = None,
         name: str = "artifact",
+        versions: Mapping[str, str] | None = None,
     ) -> Path:
         """Return the folder for ``key``, calling ``build(folder)`` once if it is missing.
 
         ``build`` writes the artifact's files into the (empty, existing) folder it is given,
         ``<key>/<name>``. Under the lock a second process waits, then finds the finished folder.
+        ``kind``, ``source``, ``spec`` and ``versions`` are recorded in the meta file.
         """
         if folder := self._check(key)[0]:
             return folder
@@ -277,7 +277,8 @@ class Cache:
                 if not self.rebuild:
                     raise self._corrupt(key, problems)
                 stage(f"cache entry {key[:12]} is corrupt ({problems[0]}): rebuilding")
-            return self._build(key, build, name, kind=kind, source=source, spec=dict(spec or {}))
+            meta = {"kind": kind, "source": source, "spec": dict(spec or {})}
+            return self._build(key, build, name, **meta, versions=dict(versions or {}))
 
     def _build(self, key: str, build: Callable[[Path], object], name: str, **meta: Any) -> Path:
         folder = self.path(key)
@@ -294,7 +295,6 @@ class Cache:
             **meta,
             "key": key,
             "name": name,
-            "versions": key_versions(meta["kind"]),
             "built_at": time.time(),
             "build_seconds": round(time.perf_counter() - start, 4),
             "pid": os.getpid(),

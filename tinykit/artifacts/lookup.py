@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from tinykit.artifacts.cache import Cache
-from tinykit.artifacts.named import BUILDERS, FixtureSpec, build_one, load_specs
+from tinykit.artifacts.kinds import KINDS
+from tinykit.artifacts.named import FixtureSpec, build_one, load_specs
 from tinykit.errors import UsageError
 
 PathLike = str | os.PathLike[str]
@@ -38,20 +39,18 @@ def known_specs(folders: Iterable[PathLike] = ()) -> dict[str, FixtureSpec]:
 def resolve(
     kinds: tuple[str, ...], source: Any, spec: dict[str, Any], folders: Iterable[PathLike] = ()
 ) -> FixtureSpec:
-    """What to build: the named fixture ``source`` names (if no spec is given), else ad hoc.
-
-    Otherwise a features dict means a synthetic dataset, anything else ``kinds[0]``'s builder.
-    """
+    """What to build: the named fixture ``source`` names (if no spec is given) if it is one of
+    ``kinds``, else ad hoc: a features dict for the first of ``kinds`` built from features
+    (a synthetic dataset), anything else for ``kinds[0]``."""
     if isinstance(source, str) and not spec and (named := known_specs(folders).get(source)):
         if named.kind not in kinds:
             raise UsageError(
                 f"Fixture {source!r} ({named.file}) is a {named.kind}, not a {kinds[0]}. "
-                f"Request it with the tiny_{named.kind.split('_')[-1]} fixture."
+                f"Request it with the {KINDS[named.kind].fixture} fixture."
             )
         return named
-    if isinstance(source, dict) and "synthetic_dataset" in kinds:
-        return FixtureSpec("", "synthetic_dataset", source, spec)
-    return FixtureSpec("", kinds[0], source, spec)
+    inline = [k for k in kinds if KINDS[k].features_source] if isinstance(source, dict) else []
+    return FixtureSpec("", (inline or kinds)[0], source, spec)
 
 
 def fixture_path(
@@ -74,8 +73,8 @@ def fixture_path(
         cache_dir: the artifact cache (default: TINYKIT_CACHE, else ~/.cache/tinykit).
         **spec: the builder's options (``layers=2, hidden=64, ...``).
     """
-    if kind not in BUILDERS:
-        raise UsageError(f"fixture_path(kind={kind!r}) is unknown. Use one of {sorted(BUILDERS)}.")
+    if kind not in KINDS:
+        raise UsageError(f"fixture_path(kind={kind!r}) is unknown. Use one of {sorted(KINDS)}.")
     folders = [fixtures] if isinstance(fixtures, str | os.PathLike) else list(fixtures)
-    kinds = (kind, *(k for k in BUILDERS if k != kind))  # a name may be of any kind
+    kinds = (kind, *(k for k in KINDS if k != kind))  # a name may be of any kind
     return build_one(resolve(kinds, name_or_source, spec, folders), Cache(cache_dir))

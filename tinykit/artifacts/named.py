@@ -3,59 +3,42 @@
 Each top-level table of a spec file is one fixture::
 
     [tiny-qwen3-moe]
-    kind = "model"            # model, tokenizer, dataset, synthetic_dataset (cache.BUILDERS)
+    kind = "model"            # model, tokenizer, dataset, synthetic_dataset (kinds.KINDS)
     source = "qwen3_moe"      # what the builder shrinks: a model_type, Hub id, folder or features
     spec = { layers = 2, hidden = 64, seed = 0 }
 
 ``lock.json`` records, per fixture, its spec, the sha256 of every built file and the versions
-of the packages that key its kind (``tinykit._versions.ARTIFACT_KEYS``). ``verify`` rebuilds
+of the packages that decide its kind's bytes (``Kind.versions``). ``verify`` rebuilds
 (or reuses the cache) and reports drift precisely: which fixture, which file, old and new
 digests, which versions changed.
 
-``lock`` refuses a fixture that fails its own check (``check_artifact``: a model must pass
+``lock`` refuses a fixture that fails its own check (``Kind.problems``: a model must pass
 ``tinykit.verify``, a tokenizer ``check_tokenizer``, a dataset must load): a lock records only
 artifacts that work, and a failed lock leaves ``lock.json`` as it was.
 
-``BUILDERS`` maps each kind to its builder; ``build_artifact`` normalises a spec, keys it and
-builds it through the cache (``tinykit.artifacts.cache``, a store that knows no builders).
+Each fixture is built by ``tinykit.artifacts.kinds.build_artifact``, as every other artifact is.
 
     tinykit fixtures build|verify|lock [NAME ...] [--fresh]
 """
 
 from __future__ import annotations
 
-import dataclasses
-import inspect
 import json
 import os
 import tempfile
 import tomllib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tinykit._files import atomic_write, file_hashes
 from tinykit._progress import steps
-from tinykit._versions import artifact_versions
-from tinykit.artifacts.cache import Cache, artifact_name
-from tinykit.dataset.build import make_tiny_dataset
-from tinykit.dataset.synthetic import make_synthetic_dataset
-from tinykit.errors import FixtureDrift, TinyArtifactInvalid, TinykitError, UsageError
-from tinykit.model.build import make_tiny
-from tinykit.model.spec import ShrinkSpec
-from tinykit.tokenizer.build import make_tiny_tokenizer
+from tinykit.artifacts.cache import Cache
+from tinykit.artifacts.kinds import KINDS, build_artifact
+from tinykit.errors import FixtureDrift, TinyArtifactInvalid, UsageError
 
 LOCK_FILE = "lock.json"
-# kind -> builder `fn(source, out, **spec)`; a synthetic dataset's source is a Features dict
-BUILDERS: dict[str, Callable[..., Any]] = {
-    "model": make_tiny,
-    "tokenizer": make_tiny_tokenizer,
-    "dataset": make_tiny_dataset,
-    "synthetic_dataset": make_synthetic_dataset,
-}
-# Builder keywords that are not part of what is built: never in a spec, never in a key.
-_NOT_SPEC = {"force", "display_source", "push_to_hub"}
 
 
 def default_folder() -> Path:
@@ -110,8 +93,8 @@ def _spec(name: str, table: Any, path: Path, seen: dict[str, FixtureSpec]) -> Fi
             'Write e.g. [name] kind = "model" source = "qwen3" spec = { layers = 2 }.'
         )
     kind = table.get("kind", "model")
-    if kind not in BUILDERS:
-        raise UsageError(f"{where} has kind {kind!r}; expected one of {sorted(BUILDERS)}.")
+    if kind not in KINDS:
+        raise UsageError(f"{where} has kind {kind!r}; expected one of {sorted(KINDS)}.")
     return FixtureSpec(name, kind, table["source"], dict(table.get("spec", {})), path)
 
 
@@ -123,80 +106,6 @@ def select(specs: dict[str, FixtureSpec], names: list[str] | None) -> list[Fixtu
             f"Unknown fixture(s) {unknown}. Known: {sorted(specs)}. See fixtures/*.toml."
         )
     return [specs[n] for n in names]
-
-
-def option_names(kind: str) -> set[str]:
-    """Every option a ``kind`` spec may name: the builder's keywords and, for models, ShrinkSpec's."""
-    params = inspect.signature(BUILDERS[kind]).parameters
-    names = {
-        name
-        for name, p in params.items()
-        if p.kind is inspect.Parameter.KEYWORD_ONLY and name not in _NOT_SPEC
-    }
-    return names | ({f.name for f in dataclasses.fields(ShrinkSpec)} if kind == "model" else set())
-
-
-def normalise(kind: str, spec: Mapping[str, Any]) -> dict[str, Any]:
-    """``spec`` in canonical form: validated, defaults removed (``{}`` and ``{"hidden": 32}``
-    name one model), so that it keys one cache entry. A typo fails here, before any lock."""
-    if kind not in BUILDERS:
-        raise UsageError(f"Unknown artifact kind {kind!r}. Expected one of {sorted(BUILDERS)}.")
-    spec = dict(spec)
-    shrink: dict[str, Any] = {}
-    names: set[str] = set()
-    if kind == "model":
-        names = {f.name for f in dataclasses.fields(ShrinkSpec)}
-        shrink = ShrinkSpec.from_kwargs(**{k: v for k, v in spec.items() if k in names}).changed()
-        spec = {k: v for k, v in spec.items() if k not in names}
-    params = inspect.signature(BUILDERS[kind]).parameters
-    defaults = {
-        name: p.default
-        for name, p in params.items()
-        if p.kind is inspect.Parameter.KEYWORD_ONLY and name not in _NOT_SPEC
-    }
-    if unknown := sorted(set(spec) - defaults.keys()):
-        valid = sorted(defaults.keys() | names)
-        raise UsageError(
-            f"Unknown {kind} option(s) {', '.join(unknown)}. Valid options: {', '.join(valid)}."
-        )
-    options = {k: v for k, v in spec.items() if not _is_default(v, defaults[k])}
-    return dict(sorted({**shrink, **options}.items()))
-
-
-def _is_default(value: Any, default: Any) -> bool:
-    return (
-        value is None or value == default or (isinstance(value, list) and tuple(value) == default)
-    )
-
-
-def build_artifact(
-    kind: str,
-    source: Any,
-    spec: Mapping[str, Any],
-    cache: Cache | None = None,
-    base: Path | None = None,
-) -> Path:
-    """The cached folder of ``BUILDERS[kind](source, **spec)``, built once per key.
-
-    A relative folder ``source`` is found under ``base``. The builder gets its absolute path,
-    and records the relative one in provenance (``display_source``): the bytes stay the same
-    on every machine.
-    """
-    cache = cache or Cache()
-    spec = normalise(kind, spec)
-    local = isinstance(source, str) and base is not None and (base / source).exists()
-    where = (base / source).resolve() if local else source
-    key = cache.key(kind, source, spec, revision=spec.get("revision"), content=where)
-    shown_as = {"display_source": source} if local and kind != "tokenizer" else {}
-
-    def run_builder(out: Path) -> None:
-        BUILDERS[kind](where, out, **spec, **shown_as)
-
-    inline = isinstance(source, (dict, list))
-    shown = json.dumps(source, sort_keys=True) if inline else str(source)
-    return cache.get_or_build(
-        key, run_builder, kind=kind, source=shown, spec=spec, name=artifact_name(kind, source)
-    )
 
 
 def build_one(spec: FixtureSpec, cache: Cache | None = None) -> Path:
@@ -248,7 +157,7 @@ def lock(
     else:
         built = _checked(specs, cache)
     for name, files in built.items():
-        versions = artifact_versions(by_name[name].kind)
+        versions = KINDS[by_name[name].kind].key_versions()
         data["fixtures"][name] = {**by_name[name].locked(), "files": files, "versions": versions}
     data.pop("versions", None)  # locks before per-fixture versions kept one shared set
     atomic_write(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
@@ -259,13 +168,13 @@ def _checked(specs: list[FixtureSpec], cache: Cache | None) -> dict[str, dict[st
     """``{name: {relpath: sha256}}`` of the built fixtures, each of which passed its own check.
 
     Raises:
-        TinyArtifactInvalid: a fixture fails ``check_artifact``; nothing is locked.
+        TinyArtifactInvalid: a fixture fails its kind's check; nothing is locked.
     """
     hashes = {}
     by_name = specs_by_name(specs)
     for name, path in _each(specs, cache, "lock"):
         spec = by_name[name]
-        if problems := check_artifact(spec.kind, path):
+        if problems := KINDS[spec.kind].problems(path):
             raise TinyArtifactInvalid(
                 f"Refusing to lock fixture {spec.name!r} ({path}): it fails its own check: "
                 f"{'; '.join(p.rstrip('.') for p in problems[:3])}. lock.json is unchanged; fix "
@@ -275,34 +184,6 @@ def _checked(specs: list[FixtureSpec], cache: Cache | None) -> dict[str, dict[st
             )
         hashes[spec.name] = file_hashes(path)
     return hashes
-
-
-def check_artifact(kind: str, path: Path) -> list[str]:
-    """What is wrong with a built artifact, checked as its kind is: [] when it works."""
-    try:
-        if kind == "model":
-            from tinykit.model.verify import verify as verify_model
-
-            return list(verify_model(path).problems)
-        if kind == "tokenizer":
-            from tinykit.tokenizer.check import check_tokenizer
-
-            return list(check_tokenizer(path)["problems"])
-        import datasets
-
-        bars_were_on = datasets.is_progress_bar_enabled()
-        datasets.disable_progress_bars()  # stderr keeps the stage lines and the one error line
-        try:
-            datasets.load_dataset(str(path))  # as the tiny_dataset fixture loads it
-        finally:
-            if bars_were_on:
-                datasets.enable_progress_bars()
-        return []
-    except TinykitError as e:
-        return [str(e)]
-    except Exception as e:  # a folder the loader cannot read at all is the finding
-        text = str(e).strip()
-        return [f"it does not load: {type(e).__name__}: {text.splitlines()[0] if text else ''}"]
 
 
 def read_lock(folder: str | os.PathLike[str] | None = None) -> dict[str, Any]:
@@ -336,7 +217,7 @@ def verify(
         drift += fixture_drift(name, entry, spec, files)
         # older locks kept one shared set of versions at the top level
         was = entry.get("versions", locked.get("versions", {}))
-        versions.update(version_changes(was, artifact_versions(spec.kind)))
+        versions.update(version_changes(was, KINDS[spec.kind].key_versions()))
     versions = dict(sorted(versions.items()))
     report = {"checked": [s.name for s in specs], "drift": drift, "version_changes": versions}
     if drift:

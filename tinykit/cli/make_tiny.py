@@ -135,11 +135,11 @@ def run(args: argparse.Namespace) -> int:
     check_source(args.source)  # before the heavy imports: a typo answers in well under a second
     if args.tokenizer is not None:
         check_source(args.tokenizer)
-    from tinykit.model.build import build
+    from tinykit.model.build import make_tiny
     from tinykit.model.spec import ShrinkSpec
 
     spec = {f.name: getattr(args, f.name) for f in dataclasses.fields(ShrinkSpec)}
-    result = build(
+    result = make_tiny(
         args.source,
         args.out,
         revision=args.revision,

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tinykit.errors import HubError, OfflineCacheMiss, UsageError
-from tinykit.hub.server.log import WEIGHT_SUFFIXES
+from tinykit.hub.layout import SHARD_INDEX_SUFFIX, WEIGHT_SUFFIXES
 
 # What make-tiny needs from a model repo: configs, generation config, tokenizer, processor and
 # chat-template files. Anything else (weights above all) is never downloaded.
@@ -38,7 +38,7 @@ SOURCE_PATTERNS = [
 ]
 # Weight files (and their shard indexes: useless without the shards) are never downloaded, even
 # when a repo names them in a way the allow-list above would match.
-WEIGHT_PATTERNS = [f"*{suffix}" for suffix in sorted(WEIGHT_SUFFIXES)] + ["*.index.json"]
+WEIGHT_PATTERNS = [f"*{suffix}" for suffix in (*sorted(WEIGHT_SUFFIXES), SHARD_INDEX_SUFFIX)]
 
 
 @contextlib.contextmanager

@@ -186,9 +186,6 @@ def make_tiny(
     )
 
 
-build = make_tiny  # the name the CLI and older callers use
-
-
 def _spec(spec: dict[str, Any], choices: BuildChoices) -> ShrinkSpec:
     """The ShrinkSpec: a preset's sizes under the explicit ones; checks that need no source."""
     from tinykit.model.recipes import preset
@@ -233,8 +230,9 @@ def _build_into(
     stage(f"tokenizer ({spec.mode} mode)")
     shipped = ship(tmp, src, spec, choices, _takes_text(src), trust_remote_code)
     shrunk = _shrunk_config(src, spec, recipes, remote, shipped)
-    cls = model_class(src, shrunk.config, remote is not None, requested)
-    config = shrunk.config if remote else config_for(cls, shrunk.config)
+    cls, config = class_and_config(
+        src.config, shrunk.config, name=src.name, remote=remote is not None, requested=requested
+    )
     if choices.num_labels is not None:
         config.num_labels = choices.num_labels
     _fill_pad_token(cls, config)
@@ -316,9 +314,26 @@ def _fill_pad_token(cls: Any, config: Any) -> None:
         config.pad_token_id = eos if isinstance(eos, int) else 0
 
 
-def model_class(src: Source, config: Any, remote: bool, requested: Any | None = None) -> Any:
-    """`requested`, else the source's own architecture class, else the first task class
-    transformers maps its type to."""
+def class_and_config(
+    raw: dict[str, Any],
+    config: Any,
+    *,
+    name: str = "",
+    remote: bool = False,
+    requested: Any | None = None,
+) -> tuple[Any, Any]:
+    """The transformers class a build of config.json dict `raw` instantiates, and the config it
+    is built from: `config` (the loaded, maybe shrunk, `raw`), or the part of a composite config
+    the class is made for. The class is `requested`, else `raw`'s own architecture, else the
+    first task class transformers maps its type to; `remote`: the source's own code builds it.
+    `name` names the source in the error when there is no class."""
+    cls = _model_class(raw, config, name, remote, requested)
+    return cls, config if remote else _config_for(cls, config)
+
+
+def _model_class(
+    raw: dict[str, Any], config: Any, name: str, remote: bool, requested: Any | None
+) -> Any:
     import transformers
     from transformers.models.auto import modeling_auto
 
@@ -327,10 +342,10 @@ def model_class(src: Source, config: Any, remote: bool, requested: Any | None = 
     if remote:
         return (
             transformers.AutoModelForCausalLM
-            if "AutoModelForCausalLM" in src.config["auto_map"]
+            if "AutoModelForCausalLM" in raw["auto_map"]
             else transformers.AutoModel
         )
-    for arch in src.config.get("architectures") or []:
+    for arch in raw.get("architectures") or []:
         if hasattr(transformers, arch):
             return getattr(transformers, arch)
     # encoder-decoders (BART, Whisper) also map to a decoder-only causal LM: prefer the whole model
@@ -340,19 +355,19 @@ def model_class(src: Source, config: Any, remote: bool, requested: Any | None = 
         else TASK_MAPPINGS
     )
     for mapping in order:
-        name = getattr(modeling_auto, mapping).get(config.model_type)
-        if name and hasattr(transformers, name):
-            return getattr(transformers, name)
+        class_name = getattr(modeling_auto, mapping).get(config.model_type)
+        if class_name and hasattr(transformers, class_name):
+            return getattr(transformers, class_name)
     raise UnsupportedModelError(
-        f"{src.name}: no transformers model class for model_type {config.model_type!r}. "
-        f"Name one in config.json 'architectures'.",
+        f"{name or config.model_type}: no transformers model class for model_type "
+        f"{config.model_type!r}. Name one in config.json 'architectures'.",
         model_type=config.model_type,
     )
 
 
-def config_for(cls: Any, config: Any) -> Any:
-    """The config `cls` is built from: a composite config's text/decoder part when the class
-    (a causal LM of a multimodal family, say) is made for that part alone."""
+def _config_for(cls: Any, config: Any) -> Any:
+    """A composite config's text/decoder part when the class (a causal LM of a multimodal
+    family, say) is made for that part alone; else `config`."""
     wanted = getattr(cls, "config_class", None)
     if wanted is None or isinstance(config, wanted):
         return config

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from tinykit._files import sha256_file
 from tinykit.errors import TinyArtifactInvalid, UnsupportedModelError, UsageError
+from tinykit.hub.layout import SHARD_INDEX_SUFFIX, WEIGHT_SUFFIXES
 
 if TYPE_CHECKING:
     from tinykit.model.choices import BuildChoices
@@ -37,19 +38,8 @@ NOT_TOKENIZER = {
     "tinykit.json",
     *PROCESSOR_FILES,
 }
-WEIGHT_SUFFIXES = (
-    ".safetensors",
-    ".bin",
-    ".pt",
-    ".pth",
-    ".h5",
-    ".msgpack",
-    ".gguf",
-    ".onnx",
-    ".ckpt",
-    ".index.json",
-    ".py",
-)
+# Never copied as tokenizer files: weights, a sharded checkpoint's index, and code.
+NOT_TOKENIZER_SUFFIXES = (*sorted(WEIGHT_SUFFIXES), SHARD_INDEX_SUFFIX, ".py")
 # Token-id attributes a foreign tokenizer's ids replace in the config and generation config.
 SPECIAL_IDS = ("bos_token_id", "eos_token_id", "pad_token_id", "unk_token_id", "sep_token_id")
 TEMPLATE_FILES = ("chat_template.json", "chat_template.jinja")
@@ -62,7 +52,7 @@ class TokenizerSource:
     folder: Path | None
     model_type: str | None
     name: str
-    kind: str
+    origin: str  # Source.origin: "folder", "model_type" or "hub"
     revision: str | None
     foreign: bool
 
@@ -85,14 +75,14 @@ def tokenizer_source(src: Source, choice: str | None, trust_remote_code: bool) -
 
     if choice is None:
         return TokenizerSource(
-            src.folder, src.model_type, src.name, src.kind, src.revision, foreign=False
+            src.folder, src.model_type, src.name, src.origin, src.revision, foreign=False
         )
     path = Path(choice).expanduser()
     if path.is_dir() and not (path / "config.json").is_file():  # a tokenizer folder alone
         return TokenizerSource(path, None, choice, "folder", folder_digest(path), foreign=True)
     other = resolve(choice, None, trust_remote_code)
     return TokenizerSource(
-        other.folder, other.model_type, choice, other.kind, other.revision, foreign=True
+        other.folder, other.model_type, choice, other.origin, other.revision, foreign=True
     )
 
 
@@ -108,7 +98,11 @@ def ship(
     tok = tokenizer_source(src, choices.tokenizer, trust_remote_code)
     record: dict[str, Any] = {}
     if tok.foreign:
-        record["tokenizer_source"] = {"name": tok.name, "kind": tok.kind, "revision": tok.revision}
+        record["tokenizer_source"] = {
+            "name": tok.name,
+            "kind": tok.origin,
+            "revision": tok.revision,
+        }
     if spec.mode == "tiny":
         tiny = _shrink(tok, spec, choices, tmp, takes_text)
         if tiny is None:
@@ -187,7 +181,7 @@ def copy_real_tokenizer(tok: TokenizerSource, tmp: Path) -> None:
         if (
             path.is_file()
             and path.name not in NOT_TOKENIZER
-            and not path.name.endswith(WEIGHT_SUFFIXES)
+            and not path.name.lower().endswith(NOT_TOKENIZER_SUFFIXES)
         ):
             shutil.copyfile(path, tmp / path.name)
     for name in files_fmt.TIKTOKEN_NAMES:

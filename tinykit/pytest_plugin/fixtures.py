@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 import pytest
 
 from tinykit.artifacts.cache import Cache
+from tinykit.artifacts.kinds import KINDS
 from tinykit.artifacts.lookup import resolve
 from tinykit.artifacts.named import build_one
 
@@ -80,29 +81,31 @@ def tinykit_fixture_folders(pytestconfig: pytest.Config) -> tuple[Path, ...]:
 class Factory:
     """``factory(source, **spec)`` -> ``wrap(object, path)``: build once per key, load once.
 
-    Picklable: a copy sent to a rank process keeps the cache root and fixture folders and drops
-    the loaded objects, so the rank finds the built folder in the cache and loads its own.
+    ``kind`` (``tinykit.artifacts.kinds.KINDS``) decides which named fixtures it hands out, how
+    the built folder is loaded and whether each test gets a private copy. Picklable: a copy
+    sent to a rank process keeps the cache root and fixture folders and drops the loaded
+    objects, so the rank finds the built folder in the cache and loads its own.
     """
 
     def __init__(
         self,
         wrap: Callable[[Any, Path], Any],
-        kinds: tuple[str, ...],
+        kind: str,
         cache: Cache,
         folders: tuple[Path, ...],
-        load: Callable[[Path], Any],
         loaded: dict,
-        private_copy: bool = True,
     ) -> None:
-        self.wrap, self.kinds, self.load, self.private_copy = wrap, kinds, load, private_copy
-        self.cache_root, self.folders, self.loaded = cache.root, folders, loaded
+        self.wrap, self.kind, self.loaded = wrap, KINDS[kind].name, loaded
+        self.cache_root, self.folders = cache.root, folders
 
     def __call__(self, source: Any, **spec: Any) -> Any:
-        path = build_one(resolve(self.kinds, source, spec, self.folders), Cache(self.cache_root))
-        if (self.kinds[0], str(path)) not in self.loaded:
-            self.loaded[self.kinds[0], str(path)] = self.load(path)
-        obj = self.loaded[self.kinds[0], str(path)]
-        return self.wrap(copy.deepcopy(obj) if self.private_copy else obj, path)
+        kind = KINDS[self.kind]
+        named = resolve(kind.fixture_kinds, source, spec, self.folders)
+        path = build_one(named, Cache(self.cache_root))
+        if (kind.name, str(path)) not in self.loaded:
+            self.loaded[kind.name, str(path)] = kind.load(path)
+        obj = self.loaded[kind.name, str(path)]
+        return self.wrap(obj if kind.shared else copy.deepcopy(obj), path)
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "loaded": {}}  # models stay here; a rank loads its own
@@ -118,8 +121,7 @@ def tiny_model(
     or what ``tinykit.make_tiny`` takes (a folder, a Hub id or a bare model_type such as
     ``"qwen3_moe"``, with spec ``layers=2, hidden=64, ...``).
     """
-    folders = tinykit_fixture_folders
-    return Factory(TinyModel, ("model",), tinykit_cache, folders, _load_model, tinykit_loaded)
+    return Factory(TinyModel, "model", tinykit_cache, tinykit_fixture_folders, tinykit_loaded)
 
 
 @pytest.fixture
@@ -131,8 +133,8 @@ def tiny_tokenizer(
     ``source`` is a shipped model fixture name (its tiny tokenizer: ``len(tok) == vocab_size``)
     or a tokenizer folder for ``tinykit.make_tiny_tokenizer`` (spec ``vocab=...``).
     """
-    kinds, folders = ("tokenizer", "model"), tinykit_fixture_folders
-    return Factory(TinyTokenizer, kinds, tinykit_cache, folders, load_tokenizer, tinykit_loaded)
+    folders = tinykit_fixture_folders
+    return Factory(TinyTokenizer, "tokenizer", tinykit_cache, folders, tinykit_loaded)
 
 
 @pytest.fixture
@@ -143,27 +145,6 @@ def tiny_dataset(
 
     ``source`` is a shipped fixture name (``"tiny-chat"``), a ``datasets.Features`` dict
     (synthetic rows; spec ``rows``, ``seed``) or what ``tinykit.make_tiny_dataset`` takes.
+    Datasets are shared between tests, not copied: Arrow-backed datasets are immutable.
     """
-    # Arrow-backed datasets are immutable (map/filter return new ones): share, do not copy.
-    kinds, folders = ("dataset", "synthetic_dataset"), tinykit_fixture_folders
-    return Factory(
-        TinyDataset, kinds, tinykit_cache, folders, load_dataset, tinykit_loaded, private_copy=False
-    )
-
-
-def _load_model(path: Path) -> Any:
-    from tinykit.model.load import load_model
-
-    return load_model(path)
-
-
-def load_tokenizer(path: Path) -> Any:
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(path)
-
-
-def load_dataset(path: Path) -> Any:
-    import datasets
-
-    return datasets.load_dataset(str(path))
+    return Factory(TinyDataset, "dataset", tinykit_cache, tinykit_fixture_folders, tinykit_loaded)

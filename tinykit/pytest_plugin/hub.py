@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from tinykit.hub.server import HubServer
+    from tinykit.standins.serve import HubServer
 
 
 @pytest.fixture(scope="session")
 def tiny_hub_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubServer]:
     """The session's loopback Hub server; tests use the per-test view `tiny_hub`."""
-    from tinykit.hub.server import HubServer
+    from tinykit.standins.serve import HubServer
 
     with HubServer(tmp_path_factory.mktemp("tiny-hub-root")) as server:
         yield server

@@ -24,9 +24,10 @@ from typing import Any
 
 from tinykit._files import output_errors, replace_folder
 from tinykit._progress import stage
+from tinykit.artifacts.kinds import KINDS, artifact_key, build_artifact
 from tinykit.errors import TinykitError
-from tinykit.hub.server.store import REVISIONS_DIR
-from tinykit.standins.manifest import PATH_OPTIONS, Entry, Manifest, load_manifest, resolve_path
+from tinykit.hub.layout import repo_folder
+from tinykit.standins.manifest import RENAMED, Entry, Manifest, load_manifest, resolve_path
 
 
 @dataclass(frozen=True)
@@ -76,14 +77,6 @@ class StandinsReport:
         }
 
 
-def hub_folder(out: Path, repo_type: str, repo_id: str, revision: str = "main") -> Path:
-    """Where `hub serve out` finds `repo_id` at `revision` (see the module docstring)."""
-    prefix = "" if repo_type == "model" else f"{repo_type}s"
-    if revision == "main":
-        return out / prefix / repo_id if prefix else out / repo_id
-    return out / REVISIONS_DIR / repo_type / repo_id / revision
-
-
 def build_standins(
     manifest: str | os.PathLike[str] | Manifest,
     out: str | os.PathLike[str],
@@ -112,12 +105,12 @@ def build_standins(
     report = StandinsReport(target)
     with output_errors(target), replace_folder(target, force=force) as staging:
         for entry, revision, built, cached, seconds in built_entries(parsed, cache):
-            folder = hub_folder(staging, entry.repo_type, entry.repo_id, revision)
+            folder = repo_folder(staging, entry.repo_type, entry.repo_id, revision)
             folder.parent.mkdir(parents=True, exist_ok=True)
             shutil.copytree(built, folder)  # copies: the cache's folders stay untouched
             size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
-            detail = _detail(folder, entry.kind)
-            where = hub_folder(target, entry.repo_type, entry.repo_id, revision)
+            detail = KINDS[entry.kind].describe(folder)
+            where = repo_folder(target, entry.repo_type, entry.repo_id, revision)
             report.entries.append(
                 EntryReport(
                     entry.repo_id, entry.kind, revision, where, cached, seconds, size, detail
@@ -146,57 +139,26 @@ def _branches(entry: Entry) -> list[tuple[str, dict[str, Any]]]:
 
 
 def _renamed(options: dict[str, Any]) -> dict[str, Any]:
-    from tinykit.standins.manifest import RENAMED
-
     return {RENAMED.get(k, k): v for k, v in options.items()}
 
 
 def _build_entry(
     entry: Entry, options: dict[str, Any], base: Path, cache: Any
 ) -> tuple[Path, bool]:
-    from tinykit.artifacts.cache import artifact_name
-    from tinykit.artifacts.named import BUILDERS, normalise
+    """The entry's cached folder (built on a miss), and whether it was in the cache already.
 
+    File options (a chat template, a tokenizer folder) are read relative to the manifest and
+    key by their content: the same path with new bytes is a new stand-in.
+    """
+    files = KINDS[entry.kind].file_options
+    spec = {k: resolve_path(v, base) if k in files else v for k, v in options.items()}
     try:
-        spec = normalise(
-            entry.kind,
-            {k: resolve_path(v, base) if k in PATH_OPTIONS else v for k, v in options.items()},
-        )
-        local = isinstance(entry.source, str) and (base / entry.source).exists()
-        source = str((base / entry.source).resolve()) if local else entry.source
-        # File options (chat template, tokenizer folder, features file) key by their content
-        # (Cache.key): the same path with new bytes is a new stand-in.
-        key = cache.key(entry.kind, entry.source, spec, spec.get("revision"), source)
-        cached = cache.lookup(key) is not None
-        shown = {"display_source": entry.source} if local and entry.kind != "tokenizer" else {}
-
-        def run_builder(folder: Path) -> None:
-            BUILDERS[entry.kind](source, folder, **spec, **shown)
-
-        built = cache.get_or_build(
-            key,
-            run_builder,
-            kind=entry.kind,
-            source=_shown(entry.source),
-            spec=spec,
-            name=artifact_name(entry.kind, entry.source),
-        )
+        cached = cache.lookup(artifact_key(entry.kind, entry.source, spec, cache, base))
+        return build_artifact(entry.kind, entry.source, spec, cache, base), cached is not None
     except TinykitError as e:  # the builder's own message, with the entry it belongs to
         e.args = (f"{entry.where}: {e}",)
         raise
-    return built, cached
 
 
 def _shown(source: Any) -> str:
     return "features" if isinstance(source, dict) else str(source)
-
-
-def _detail(folder: Path, kind: str) -> str:
-    """The model class of a model, the configs/splits of a dataset: what a reader checks first."""
-    import json
-
-    config = folder / "config.json"
-    if kind == "model" and config.is_file():
-        return ", ".join(json.loads(config.read_text()).get("architectures") or ["no class"])
-    data = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*.parquet"))
-    return f"{len(data)} data file(s)" if data else "no data files"

@@ -22,7 +22,7 @@
 
 Parsing checks the shape and every option name here, before anything is built, and names the
 entry and field of the first problem in one line. Option values are checked by the builders
-themselves (`tinykit.artifacts.named.normalise`), so a manifest accepts exactly what
+themselves (`Kind.normalise`, `tinykit.artifacts.kinds`), so a manifest accepts exactly what
 `make_tiny`, `make_tiny_dataset` and `make_synthetic_dataset` accept.
 """
 
@@ -35,14 +35,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tinykit.artifacts.cache import FILE_OPTIONS
+from tinykit.artifacts.kinds import KINDS
 from tinykit.errors import UsageError
 
+# section -> the kind (and repo type) of its entries; [defaults] apply to DEFAULTS_SECTION's
 SECTIONS = {"models": "model", "datasets": "dataset"}
+SECTION_OF = {repo_type: section for section, repo_type in SECTIONS.items()}
+DEFAULTS_SECTION = "models"
 # manifest spelling -> builder keyword (`class` is a Python keyword)
 RENAMED = {"class": "model_class"}
-# options naming a file or folder: relative paths are read from the manifest's folder
-PATH_OPTIONS = FILE_OPTIONS
 _REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 _ENTRY_KEYS = {"source", "revisions", "synthetic"}
 
@@ -52,18 +53,18 @@ class Entry:
     """One repo to serve: its id, kind, what to build it from, and the branches it is on."""
 
     repo_id: str
-    kind: str  # "model", "dataset" or "synthetic_dataset" (tinykit.artifacts.named.BUILDERS)
+    kind: str  # "model", "dataset" or "synthetic_dataset" (tinykit.artifacts.kinds.KINDS)
     source: Any  # a model_type, folder, Hub id or data files; a Features dict (synthetic)
     options: dict[str, Any]
     revisions: dict[str, dict[str, Any]] = field(default_factory=dict)  # branch -> options
 
     @property
     def where(self) -> str:
-        return f'[{"models" if self.kind == "model" else "datasets"}."{self.repo_id}"]'
+        return f'[{SECTION_OF[self.repo_type]}."{self.repo_id}"]'
 
     @property
     def repo_type(self) -> str:
-        return "model" if self.kind == "model" else "dataset"
+        return KINDS[self.kind].repo_type
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,8 @@ def parse_manifest(data: dict[str, Any], path: Path | None = None) -> Manifest:
         if not isinstance(tables, dict):
             raise UsageError(f'{shown}: {section} must hold tables, e.g. [{section}."org/name"].')
         for repo_id, table in tables.items():
-            entry = _entry(shown, kind, repo_id, table, defaults if kind == "model" else {})
+            mine = defaults if section == DEFAULTS_SECTION else {}
+            entry = _entry(f'{shown}: [{section}."{repo_id}"]', kind, repo_id, table, mine)
             key = (entry.repo_type, repo_id.lower())  # the Hub matches ids case-insensitively
             if key in seen:
                 raise UsageError(f"{shown}: {entry.where} is listed twice. Keep one entry.")
@@ -121,9 +123,7 @@ def parse_manifest(data: dict[str, Any], path: Path | None = None) -> Manifest:
     return Manifest(path, entries)
 
 
-def _entry(shown: str, kind: str, repo_id: Any, table: Any, defaults: dict) -> Entry:
-    section = "models" if kind == "model" else "datasets"
-    where = f'{shown}: [{section}."{repo_id}"]'
+def _entry(where: str, kind: str, repo_id: Any, table: Any, defaults: dict) -> Entry:
     if not _REPO_ID.match(str(repo_id)):
         raise UsageError(
             f"{where}: {repo_id!r} is not a Hub repo id. Write it as org/name "
@@ -131,21 +131,23 @@ def _entry(shown: str, kind: str, repo_id: Any, table: Any, defaults: dict) -> E
         )
     if not isinstance(table, dict):
         raise UsageError(f"{where} must be a table with at least source = ...")
-    synthetic = table.get("synthetic", False)
-    if not isinstance(synthetic, bool) or (synthetic and kind == "model"):
+    synthetic, drawn = table.get("synthetic", False), KINDS[kind].synthetic
+    if not isinstance(synthetic, bool) or (synthetic and not drawn):
         raise UsageError(f"{where}: field 'synthetic' must be true or false, on datasets only.")
-    if synthetic or "features" in table:
-        kind = "synthetic_dataset"
-    source: Any = table.get("features") if "features" in table else table.get("source")
-    if kind == "synthetic_dataset" and "features" in table and "source" in table:
+    if drawn and (synthetic or "features" in table):
+        kind = drawn  # rows drawn from features, not a shrunk source
+    features = KINDS[kind].features_source and "features" in table
+    source: Any = table.get("features") if features else table.get("source")
+    if features and "source" in table:
         raise UsageError(f"{where}: give either source or features, not both.")
     if not isinstance(source, (str, dict)) or source == "":
         raise UsageError(
             f"{where}: field 'source' is missing. Set it to a model_type, a folder or a Hub id"
-            + (" (or features = {...} for synthetic rows)." if kind != "model" else ".")
+            + (" (or features = {...} for synthetic rows)." if drawn else ".")
         )
     options = {**defaults, **{k: v for k, v in table.items() if k not in _ENTRY_KEYS}}
-    options.pop("features", None)
+    if features:
+        options.pop("features")
     options = _check_options(where, kind, options)
     revisions = _revisions(where, kind, table.get("revisions", []))
     return Entry(str(repo_id), kind, source, options, revisions)
@@ -175,10 +177,8 @@ def _revisions(where: str, kind: str, value: Any) -> dict[str, dict[str, Any]]:
 
 def valid_options(kind: str) -> set[str]:
     """The option names a builder of `kind` takes, in manifest spelling (`class`, not model_class)."""
-    from tinykit.artifacts.named import option_names
-
     spelled = {v: k for k, v in RENAMED.items()}
-    return {spelled.get(name, name) for name in option_names(kind)}
+    return {spelled.get(name, name) for name in KINDS[kind].options}
 
 
 def _check_options(where: str, kind: str, options: dict[str, Any]) -> dict[str, Any]:

@@ -14,6 +14,10 @@ Writes (create-repo, commit, LFS upload) need `Authorization: Bearer <hub.token>
 random token unless one is passed; `hub.client_env` carries it as HF_TOKEN), or are refused
 altogether with `read_only=True`. Reads are open to loopback clients; any request with a
 non-loopback `Origin` or `Host` (a web page, DNS rebinding) is refused.
+
+The server serves folders and imports nothing above `tinykit.hub`: serving a stand-in manifest
+(built through the artifact cache) is `tinykit.standins.serve`, whose `HubServer` subclass
+adds `add_manifest` (it is `tinykit.HubServer` and the `tiny_hub` fixture's server).
 """
 
 from __future__ import annotations
@@ -26,10 +30,12 @@ import threading
 from collections.abc import Callable, Iterator
 from http.server import ThreadingHTTPServer
 from pathlib import Path
+from typing import Self
 
 from tinykit.errors import UsageError
+from tinykit.hub.layout import is_weight_file
 from tinykit.hub.server.handler import HubHandler
-from tinykit.hub.server.log import Fault, FaultList, RequestLog, RequestRecord, is_weight_file
+from tinykit.hub.server.log import Fault, FaultList, RequestLog, RequestRecord
 from tinykit.hub.server.store import RepoStore
 
 __all__ = ["Fault", "HubServer", "RequestLog", "RequestRecord", "is_weight_file", "serve"]
@@ -83,7 +89,6 @@ class HubServer:
         self.faults = FaultList()
         self.token = token or f"hf_tinykit_{secrets.token_urlsafe(24)}"
         self.read_only, self.max_body = read_only, max_body
-        self.cache_dir: Path | None = None  # add_manifest's artifact cache (the fixture sets it)
         handler = type("BoundHubHandler", (HubHandler,), {"hub": self, "timeout": read_timeout})
         try:
             self._hub = _Server((LOOPBACK, port), handler)
@@ -122,24 +127,6 @@ class HubServer:
     def add_dataset(self, repo_id: str, folder: str | Path, *, revision: str = "main") -> None:
         """Serve `folder` as dataset repo `repo_id` (at branch `revision`)."""
         self.store.mount("dataset", repo_id, Path(folder), revision)
-
-    def add_manifest(
-        self, manifest: str | Path, *, cache_dir: str | Path | None = None
-    ) -> dict[str, Path]:
-        """Serve every repo of a stand-in manifest (`tinykit.standins`), built on a cache miss
-        into the artifact cache (`cache_dir`, default `self.cache_dir`, else TINYKIT_CACHE) and
-        mounted from there: a second call, in this session or the next, only looks them up.
-        Returns `{"org/name" or "org/name@branch": cached folder}`."""
-        from tinykit.artifacts.cache import Cache
-        from tinykit.standins.build import built_entries
-        from tinykit.standins.manifest import load_manifest
-
-        served: dict[str, Path] = {}
-        cache = Cache(cache_dir if cache_dir is not None else self.cache_dir)
-        for entry, revision, folder, _, _ in built_entries(load_manifest(manifest), cache):
-            self.store.mount(entry.repo_type, entry.repo_id, folder, revision)
-            served[entry.repo_id + ("" if revision == "main" else f"@{revision}")] = folder
-        return served
 
     def gate(self, repo_id: str, *, token: str | None = None, repo_type: str = "model") -> None:
         """Answer file downloads with 401 GatedRepo, unless sent with `Bearer <token>`."""
@@ -181,7 +168,7 @@ class HubServer:
         finally:  # uploaded LFS objects live outside the served folder: never left behind
             shutil.rmtree(self.store.lfs_objects, ignore_errors=True)
 
-    def __enter__(self) -> HubServer:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

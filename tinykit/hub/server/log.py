@@ -7,31 +7,8 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import PurePosixPath
 
-# File names that are model weights (or other big binary checkpoints), whatever the repo.
-WEIGHT_SUFFIXES = frozenset(
-    {
-        ".safetensors",
-        ".bin",
-        ".pt",
-        ".pth",
-        ".ckpt",
-        ".gguf",
-        ".h5",
-        ".msgpack",
-        ".onnx",
-        ".ot",
-        ".tflite",
-        ".pb",
-        ".npz",
-        ".pkl",
-    }
-)
-
-
-def is_weight_file(filename: str) -> bool:
-    return PurePosixPath(filename).suffix.lower() in WEIGHT_SUFFIXES
+from tinykit.hub.layout import is_weight_file
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,8 @@ A repo is a folder, found either under the served root (`<org>/<name>/` for mode
 `datasets/<org>/<name>/`, `spaces/<org>/<name>/`) or mounted explicitly with `RepoStore.mount`
 (that is how the `tiny_hub` fixture serves folders from anywhere). Other branches of a repo
 are folders under `_revisions/<type>/<org>/<name>/<branch>/` (`refs/pr/1` is three levels
-deep: the first folder on a path that holds a file is a branch), or mounts. Ids are matched
-case-insensitively, as the real Hub does.
+deep: the first folder on a path that holds a file is a branch), or mounts. The layout is
+`tinykit.hub.layout`'s. Ids are matched case-insensitively, as the real Hub does.
 
 Commit shas are derived from the content (repo, revision name, every path and blob id), so a
 client's cached snapshot goes stale exactly when a served file changes. Pushes write into the
@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from tinykit._files import atomic_write
+from tinykit.errors import HubNotFound
+from tinykit.hub.layout import REVISIONS_DIR, URL_PREFIX, branches_folder, repo_folder
 from tinykit.hub.server import commit as commits
 from tinykit.hub.server.guard import Refused, bad_request, check_repo_id
-
-URL_PREFIX = {"model": "", "dataset": "datasets/", "space": "spaces/"}
 
 # The Hub stores these as LFS objects (the default `.gitattributes` of a new Hub repo), and so
 # does every file of 10 MiB or more: they are served with X-Linked-Etag and a CDN redirect.
@@ -77,16 +77,7 @@ LFS_SUFFIXES = frozenset(
 )
 LFS_MIN_SIZE = 10 * 1024 * 1024
 _SETTLED_NS = 2_000_000_000
-REVISIONS_DIR = "_revisions"  # <root>/_revisions/<type>/<org>/<name>/<branch>/: other branches
 _SKIPPED_DIRS = {".git", ".cache"}  # git internals and huggingface_hub's local_dir metadata
-
-
-class HubNotFound(Exception):
-    """A lookup failed; `code` is the Hub's X-Error-Code (RepoNotFound, RevisionNotFound, ...)."""
-
-    def __init__(self, code: str, message: str, commit: str | None = None) -> None:
-        super().__init__(message)
-        self.code, self.message, self.commit = code, message, commit
 
 
 def is_lfs(path: str, size: int) -> bool:
@@ -236,7 +227,7 @@ class RepoStore:
             check_repo_id(*repo_id.split("/"))
         except Refused:
             return None  # the handler refuses such ids; here they are simply not served
-        base = self.root / URL_PREFIX[repo_type] if URL_PREFIX[repo_type] else self.root
+        base = self.root / URL_PREFIX[repo_type]
         found = base
         for part in repo_id.split("/"):
             match = _child_casefold(found, part)
@@ -254,7 +245,7 @@ class RepoStore:
         if main is None:  # a branch is served beside the repo's main folder only
             return {}
         canonical, _ = main
-        base = self.root / REVISIONS_DIR / repo_type / canonical
+        base = branches_folder(self.root, repo_type, canonical)
         found: dict[str, tuple[str, Path]] = {}
         if not base.is_dir() or not base.resolve().is_relative_to(self.root.resolve()):
             return found
@@ -355,7 +346,7 @@ class RepoStore:
         with self._lock:
             if self.exists(repo_type, repo_id):
                 return False
-            folder = self.root / URL_PREFIX[repo_type] / repo_id
+            folder = repo_folder(self.root, repo_type, repo_id)
             if not _contained(folder.parent, self.root.resolve()):
                 raise bad_request(f"cannot create {repo_id!r}: its folder leaves the root")
             folder.mkdir(parents=True, exist_ok=True)
@@ -370,9 +361,7 @@ class RepoStore:
             canonical, folder = located
             key = (repo_type, repo_id.lower(), snap.revision)
             if key in self._mounts or snap.revision != "main":
-                target = self.root / URL_PREFIX[repo_type] / canonical
-                if snap.revision != "main":
-                    target = self.root / REVISIONS_DIR / repo_type / canonical / snap.revision
+                target = repo_folder(self.root, repo_type, canonical, snap.revision)
                 if not target.resolve().is_relative_to(self.root.resolve()):
                     raise bad_request(f"cannot write revision {snap.revision!r}: outside the root")
                 if target.resolve() != folder.resolve():
