@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import signal
 import sys
 from collections.abc import Mapping
@@ -56,10 +57,8 @@ class Fault:
         """N of "barrier:N" ("barrier" alone is 1), None for a step."""
         if not isinstance(self.at, str):
             return None
-        kind, _, n = self.at.partition(":")
-        if kind != "barrier" or not (n or "1").isdigit() or int(n or "1") < 1:
-            return None
-        return int(n or "1")
+        match = re.fullmatch(r"barrier(?::([1-9][0-9]*))?", self.at)
+        return int(match.group(1) or 1) if match else None
 
     def __str__(self) -> str:
         return f"rank={self.rank},at={self.at},how={self.how},attempt={self.attempt}"
