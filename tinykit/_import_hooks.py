@@ -116,9 +116,10 @@ class _Wrapped(importlib.abc.Loader):
             with contextlib.suppress(Exception):
                 if module.__loader__ is self:
                     module.__loader__ = self._inner
+            spec = getattr(module, "__spec__", None)
             with contextlib.suppress(Exception):
-                if module.__spec__.loader is self:
-                    module.__spec__.loader = self._inner
+                if spec is not None and spec.loader is self:
+                    spec.loader = self._inner
             self._watch._exit(name, ok)
 
     def __getattr__(self, attr: str) -> Any:  # get_source, get_resource_reader, is_package...

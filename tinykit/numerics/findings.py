@@ -161,7 +161,7 @@ def _overflow_hint(
     module: torch.nn.Module | None,
     frames: list[Record],
     lookup: Callable[[str], torch.nn.Module | None],
-) -> tuple[dict[str, Any], str]:
+) -> tuple[str, dict[str, Any]]:
     """float16 overflow: the ranges of what the code that made the value read, as
     DebugUnderflowOverflow's frames show them. A module's output: its inputs (for a backward,
     the gradient it received) and its own weights. A value made between modules (`act(gate) *
