@@ -26,8 +26,10 @@ from tinykit.errors import UsageError
 pytest_plugins = ["pytester"]
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture(scope="module", autouse=True)
 def _one_thread():
+    """One thread for the whole module, `reference` included (recorded before any test's own
+    run), as in the scripts' processes: a bitwise comparison must not hang on the core count."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # bitwise-stable reductions, and no spinning threads on a busy box
     yield
@@ -61,7 +63,7 @@ def llama():
 
 
 @pytest.fixture(scope="module")
-def reference(llama, tmp_path_factory):
+def reference(llama, tmp_path_factory, _one_thread):
     out = tmp_path_factory.mktemp("reference") / "dump"
     with tinykit.record(out=out):  # no model object: train() builds its own
         train(llama, range(4))
