@@ -18,8 +18,8 @@ import sys
 import traceback
 
 from tinykit import __version__
+from tinykit._procs import Terminated, stop_on_sigterm
 from tinykit.cli._args import OneLineParser
-from tinykit.cli._signals import Terminated, stop_on_sigterm
 from tinykit.errors import SetupError, TinykitError
 
 

@@ -30,6 +30,16 @@ def count(low: int, high: int) -> Callable[[str], int]:
     return parse
 
 
+def regex(text: str) -> str:
+    import re
+
+    try:
+        re.compile(text)
+    except re.error as e:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a regular expression: {e}") from None
+    return text
+
+
 def seconds(text: str) -> float:
     try:
         value = float(text)
@@ -38,6 +48,24 @@ def seconds(text: str) -> float:
     if not (math.isfinite(value) and 0 < value <= 86400):
         raise argparse.ArgumentTypeError(f"{text} s is out of range: use 0 < seconds <= 86400")
     return value
+
+
+# How long a user's command may run when no --timeout is given: a hung test or script must not
+# hold a terminal, a CI job or a bisect forever. Printed in each command's --help.
+COMMAND_TIMEOUT = 3600.0
+FUNCTION_TIMEOUT = 600.0  # one run of a function (check-determinism)
+
+
+def timeout_option(p: argparse.ArgumentParser, what: str, default: float = COMMAND_TIMEOUT) -> None:
+    """--timeout S with a default bound, the same words everywhere."""
+    p.add_argument(
+        "--timeout",
+        type=seconds,
+        default=default,
+        metavar="S",
+        help=f"stop {what} after S seconds: its whole process group gets SIGTERM, then SIGKILL "
+        f"(default {default:g}; at most 86400)",
+    )
 
 
 def split_command(args: argparse.Namespace) -> list[str]:
