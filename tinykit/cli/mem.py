@@ -18,6 +18,7 @@ EXAMPLES = [
 
 def _run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plot", metavar="FILE.png", help="write a timeline of the tree's RSS")
+    p.add_argument("--force", action="store_true", help="replace FILE.png if it exists")
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     p.add_argument(
         "--interval",
@@ -98,7 +99,7 @@ def run_command(args: argparse.Namespace) -> int:
     if not cmd:
         raise UsageError(f"no command to measure. Put it after --, e.g. {EXAMPLES[0]}")
     if args.plot:
-        check_plot_path(args.plot)  # before the command runs, not after
+        check_plot_path(args.plot, force=args.force)  # before the command runs, not after
     result = measure(cmd, interval=args.interval, timeout=args.timeout)
     print(f"tinykit: mem run: {result.summary()}", file=sys.stderr)
     if args.plot:

@@ -20,6 +20,7 @@ from typing import Any
 
 import psutil
 
+from tinykit._files import atomic_file, check_output_file
 from tinykit._procs import run_command as run_procs
 from tinykit.errors import SetupError, UsageError
 from tinykit.memory.sizes import format_bytes
@@ -118,8 +119,9 @@ def run_command(
     )
 
 
-def check_plot_path(path: str | Path) -> None:
-    """Fail before any work when --plot cannot be written: no matplotlib, or not a .png."""
+def check_plot_path(path: str | Path, *, force: bool = True) -> None:
+    """Fail before any work when --plot cannot be written: no matplotlib, not a .png, its
+    folder missing or read-only, or (without `force`) the file exists."""
     if Path(path).suffix.lower() != ".png":
         raise UsageError(f"--plot {path}: the plot is a PNG; name the file *.png.")
     import importlib.util
@@ -129,8 +131,7 @@ def check_plot_path(path: str | Path) -> None:
             "--plot needs matplotlib, which is not installed. Install it: "
             "pip install 'tinykit[plot]' (or pip install matplotlib)."
         )
-    if not Path(path).resolve().parent.is_dir():
-        raise UsageError(f"--plot {path}: its folder does not exist. Create it first.")
+    check_output_file(path, force, "--plot")
 
 
 def plot_timeline(
@@ -158,13 +159,9 @@ def plot_timeline(
     ax.set_ylabel("RSS of the process tree (MB)")
     ax.set_title(" ".join(title.split())[:90])  # one line, even for a multi-line -c script
     fig.tight_layout()
-    tmp = out.with_name(f".{out.name}.partial")
     try:
-        fig.savefig(tmp, format="png", dpi=100)
-    except OSError as e:
-        tmp.unlink(missing_ok=True)
-        raise SetupError(f"cannot write the plot {out}: {e}. Pick a writable path.") from e
+        with atomic_file(out) as tmp:  # never a half-written PNG under the asked name
+            fig.savefig(tmp, format="png", dpi=100)
     finally:
         plt.close(fig)
-    tmp.replace(out)  # never a half-written PNG under the asked name
     return out
