@@ -124,6 +124,13 @@ class CacheEntryCorrupt(SetupError):
     .problems), and rebuilding is off; exit 3."""
 
 
+class InjectedFault(TinykitError, RuntimeError):
+    """A rank fault injected on purpose by `tinykit.distributed.fail(..., how="raise")` (.rank, .at)."""
+
+    rank: int
+    at: int | str
+
+
 class NumericsWarning(UserWarning):
     """An activation approaches overflow (`warn_above`), or a finding when `abort=False`."""
 

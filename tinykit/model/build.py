@@ -21,7 +21,8 @@ from tinykit._progress import stage
 from tinykit.errors import TinyArtifactInvalid, UnsupportedModelError, UsageError
 from tinykit.model import provenance
 from tinykit.model.choices import BuildChoices
-from tinykit.model.config import ShrunkConfig, remap_token_ids, shrink_config
+from tinykit.model.config import ShrunkConfig, shrink_config
+from tinykit.model.shrink.token_ids import remap_token_ids
 from tinykit.model.spec import ShrinkOptions, ShrinkSpec
 from tinykit.model.tokenizer import PROCESSOR_FILES
 from tinykit.source import Source, resolve
