@@ -74,6 +74,8 @@ def run_matrix(
         raise BisectError("no command to run per version. Put it after --, e.g. -- pytest -x t.py.")
     if not versions and not since:
         raise BisectError("give --versions a,b,c or --since FLOOR (latest patch of each minor).")
+    if since:
+        parse_version(str(since), "--since")  # before the index is asked
     if versions:
         chosen = sort_versions(versions)
     else:

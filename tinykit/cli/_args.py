@@ -74,6 +74,8 @@ def split_command(args: argparse.Namespace) -> list[str]:
     argparse alone cannot: a REMAINDER positional after PACKAGE swallows the options too.
     """
     rest = list(args.cmd)
+    if "--" not in rest and rest and not rest[0].startswith("-"):
+        return rest  # `PACKAGE -- CMD`: argparse took the `--` that followed the positional
     cut = rest.index("--") if "--" in rest else len(rest)
     if rest[:cut]:
         args.options_parser.parse_args(rest[:cut], namespace=args)

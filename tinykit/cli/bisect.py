@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from tinykit.cli import emit
-from tinykit.cli._args import comma_list, count, regex, split_command, timeout_option
+from tinykit.cli._args import OneLineParser, comma_list, count, regex, split_command, timeout_option
 from tinykit.errors import BisectError
 
 EXAMPLES = [
@@ -39,7 +39,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def _parsers(actions: argparse._SubParsersAction, name: str, helptext: str, add):
     """The action's parser, and a twin holding only its options (see `_command`)."""
-    opts = argparse.ArgumentParser(add_help=False, prog=f"tinykit bisect {name}")
+    opts = OneLineParser(add_help=False, prog=f"tinykit bisect {name}")
     add(opts)
     _common(opts)
     p = actions.add_parser(name, help=helptext, parents=[opts])

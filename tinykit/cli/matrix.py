@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from tinykit.cli import emit
-from tinykit.cli._args import comma_list, count, regex, split_command, timeout_option
+from tinykit.cli._args import OneLineParser, comma_list, count, regex, split_command, timeout_option
 
 EXAMPLES = [
     "tinykit matrix transformers --since 5.0 -- pytest -x -q tests/test_x.py",
@@ -28,7 +28,7 @@ def _options(p: argparse.ArgumentParser) -> None:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    opts = argparse.ArgumentParser(add_help=False, prog="tinykit matrix")
+    opts = OneLineParser(add_help=False, prog="tinykit matrix")
     _options(opts)
     p = sub.add_parser(
         "matrix",

@@ -7,7 +7,7 @@ import argparse
 import sys
 
 from tinykit.cli import emit
-from tinykit.cli._args import count, split_command, timeout_option
+from tinykit.cli._args import OneLineParser, count, split_command, timeout_option
 
 EXAMPLES = [
     "tinykit mem run -- python train.py --steps 10",
@@ -50,7 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     actions = parser.add_subparsers(dest="mem_command", metavar="ACTION", required=True)
-    opts = argparse.ArgumentParser(add_help=False, prog="tinykit mem run")
+    opts = OneLineParser(add_help=False, prog="tinykit mem run")
     _run_options(opts)
     r = actions.add_parser(
         "run",

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from tinykit.cli import emit
-from tinykit.cli._args import count, split_command, timeout_option
+from tinykit.cli._args import OneLineParser, count, split_command, timeout_option
 from tinykit.errors import UsageError
 
 EXAMPLES = """examples:
@@ -43,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     build.add_argument("--json", action="store_true", help="print the report as JSON")
     build.set_defaults(func=run_build)
 
-    opts = argparse.ArgumentParser(add_help=False, prog="tinykit standins discover")
+    opts = OneLineParser(add_help=False, prog="tinykit standins discover")
     opts.add_argument(
         "-o", "--out", metavar="MANIFEST", help="write the draft here (default: stdout)"
     )
