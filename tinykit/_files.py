@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import functools
 import hashlib
 import os
 import shutil
@@ -92,10 +91,9 @@ def check_output_file(path: str | os.PathLike[str], force: bool, flag: str = "-o
     return path
 
 
-@functools.cache
 def umask() -> int:
-    """This process's umask (read without changing it where /proc tells it; else set and reset
-    once, early, before any thread writes)."""
+    """This process's umask, read without changing it where /proc tells it (else set and reset:
+    a moment another thread could write under)."""
     with contextlib.suppress(OSError, ValueError, StopIteration):
         status = Path("/proc/self/status").read_text().splitlines()
         return int(next(line for line in status if line.startswith("Umask:")).split()[1], 8)

@@ -3,8 +3,10 @@ signalled commands, process groups, timeouts, and the repairs a corrupt cache ge
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import random
 import shutil
 import signal
 import subprocess
@@ -12,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 from conftest import HUB_FILES, REPO
 
@@ -154,3 +157,178 @@ def test_a_rank_that_exits_early_with_code_0_is_the_one_blamed(dist_launch):
     assert info.value.exit_code == 1 and "Traceback" not in head
     assert "failed: rank 1 exited early with code 0 before returning (it left the job)" in head
     assert [r["exit_code"] for r in info.value.per_rank] == [None, 0]
+
+
+# -- a user's command runs in its own process group, and ends with everything it started ------
+
+
+def _sleeper() -> str:
+    """`sleep` for a unique, long time: its command line finds it among all processes."""
+    return f"sleep {400 + random.random():.6f}"
+
+
+def _alive(tag: str) -> list[str]:
+    return [
+        " ".join(p.info["cmdline"])
+        for p in psutil.process_iter(["cmdline", "status"])
+        if p.info["status"] != psutil.STATUS_ZOMBIE and tag in " ".join(p.info["cmdline"] or [])
+    ]
+
+
+def _gone(tag: str, seconds: float = 10) -> list[str]:
+    deadline = time.monotonic() + seconds
+    while (left := _alive(tag)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return left
+
+
+@pytest.mark.parametrize(
+    "script,code", [("kill -9 $$", 137), ("ulimit -c 0; kill -SEGV $$", 139), ("exit 3", 3)]
+)
+def test_mem_run_exits_as_a_shell_reports_its_command(script, code, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["mem", "run", "--", "sh", "-c", script]) == code  # not 247/245
+
+
+def test_mem_run_timeout_ends_the_whole_tree(capsys):
+    sleep = _sleeper()
+    assert main(["mem", "run", "--timeout", "1", "--", "sh", "-c", f"{sleep} & {sleep}"]) == 124
+    assert "stopped at its timeout" in capsys.readouterr().err
+    assert _gone(sleep) == []
+
+
+def test_discover_timeout_ends_the_whole_tree(tmp_path, capsys):
+    sleep = _sleeper()
+    argv = ["standins", "discover", "--timeout", "1", "--passes", "1", "-o", str(tmp_path / "m")]
+    assert main([*argv, "--", "sh", "-c", f"{sleep} & {sleep}"]) == 0
+    assert "ran past --timeout 1 s" in capsys.readouterr().err
+    assert _gone(sleep) == [] and (tmp_path / "m").is_file()
+
+
+def test_a_command_that_leaves_a_child_running_is_not_waited_for():
+    from tinykit._procs import run_command
+
+    sleep = _sleeper()
+    started = time.monotonic()
+    done = run_command(["sh", "-c", f"{sleep} & echo started"], capture=True)
+    assert done.returncode == 0 and done.output == "started\n"
+    assert time.monotonic() - started < 10 and _gone(sleep) == []
+
+
+@pytest.mark.parametrize(
+    "command,sig,code",
+    [
+        (("mem", "run"), signal.SIGTERM, 143),
+        (("mem", "run"), signal.SIGINT, 130),
+        (("standins", "discover", "--passes", "1"), signal.SIGTERM, 143),
+    ],
+    ids=["mem run SIGTERM", "mem run SIGINT", "discover SIGTERM"],
+)
+def test_a_signal_reaches_the_commands_whole_tree(command, sig, code):
+    sleep = _sleeper()
+    proc = _tinykit(*command, "--", "sh", "-c", f"{sleep} & {sleep}")
+    deadline = time.monotonic() + 120
+    while len(_alive(sleep)) < 2:  # both sleeps started: the tree is there
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+        time.sleep(0.05)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == code and "Traceback" not in err, err
+    assert _gone(sleep) == []  # its children and grandchildren too, not only the direct child
+
+
+def test_a_timed_out_step_beside_the_first_bad_commit_leaves_both_undecided(tmp_path, capsys):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
+        return done.stdout.decode().strip()
+
+    git("init", "-q", "-b", "main")
+    git("config", "user.email", "t@example.invalid")
+    git("config", "user.name", "t")
+    checks = ["exit(0)", "exit(0)", "import time; time.sleep(60)", "exit(1)"]
+    for i, check in enumerate(checks):
+        (repo / "check.py").write_text(f"from sys import exit  # c{i}\n{check}\n")
+        git("add", "-A")
+        git("commit", "-q", "-m", f"c{i}")
+        git("tag", f"c{i}")
+    argv = ["bisect", "commits", "--repo", str(repo), "--good", "c0", "--bad", "c3"]
+    argv += ["--install", "true", "--timeout", "2", "--", "python check.py"]
+    assert main(argv) == 1
+    out = capsys.readouterr().out
+    c2, c3 = git("rev-parse", "c2")[:10], git("rev-parse", "c3")[:10]
+    assert f"the first bad commit is one of {c2}, {c3}" in out
+
+
+# -- the Hub: every read has a timeout ---------------------------------------------------------
+
+
+@pytest.fixture
+def stalling_hub(monkeypatch):
+    """A loopback server that accepts connections and never answers; reads time out in 0.5 s."""
+    import socket
+    import threading
+
+    from huggingface_hub import constants
+
+    from tinykit.hub import client
+
+    monkeypatch.setattr(constants, "HF_HUB_DOWNLOAD_TIMEOUT", 0.5)
+    server = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+
+    def accept() -> None:  # hold every connection open, answer nothing
+        with contextlib.suppress(OSError):
+            while True:
+                held.append(server.accept()[0])
+
+    threading.Thread(target=accept, daemon=True).start()
+    with client.use_endpoint(f"http://127.0.0.1:{server.getsockname()[1]}"):
+        yield
+    server.close()
+    for conn in held:
+        conn.close()
+
+
+def test_slice_from_a_hub_that_stalls_fails_in_bounded_time(stalling_hub, tmp_path, capsys):
+    started = time.monotonic()
+    assert main(["slice", "o/n", "-o", str(tmp_path / "s")]) == 3
+    assert "timed out" in capsys.readouterr().err and time.monotonic() - started < 60
+    assert list(tmp_path.iterdir()) == []
+
+
+# -- a model that cannot fit, a rank that segfaults --------------------------------------------
+
+
+def test_mem_project_full_refuses_a_model_that_cannot_fit_before_running_it():
+    from tinykit.errors import SetupError
+    from tinykit.memory.project import Projection, _check_fits
+
+    huge = Projection(
+        "big", "host", False, None, "bfloat16", 8, 1, "n", 96, {}, {}, 0, {}, 1 << 60, 0
+    )
+    with pytest.raises(SetupError, match="projected at .* more than the .* available"):
+        _check_fits(huge)
+
+
+def segfaults():
+    import ctypes
+
+    import torch
+    import torch.distributed as dist
+
+    if dist.get_rank() == 1:
+        ctypes.string_at(0)  # a segfault, while rank 0 waits in a collective
+    dist.all_reduce(torch.ones(1))
+    return "unreachable"
+
+
+def test_a_rank_that_segfaults_is_the_one_blamed(dist_launch):
+    from tinykit.errors import DistributedTestFailed
+
+    with pytest.raises(DistributedTestFailed) as info:
+        dist_launch(segfaults, world_size=2, timeout=60, fresh=True)
+    head = str(info.value).splitlines()[0]
+    assert "failed: rank 1 was killed by signal 11 before returning" in head

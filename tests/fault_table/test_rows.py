@@ -19,3 +19,11 @@ ROWS: dict[tuple[str, str], Row] = {
 @pytest.mark.parametrize("key", list(ROWS), ids=[f"{c}: {n}" for c, n in ROWS])
 def test_fault(key, request, tmp_path, monkeypatch, capsys):
     run_row(ROWS[key], request, tmp_path, monkeypatch, capsys)
+
+
+def test_a_built_model_follows_the_umask(model):
+    """make-tiny's model.safetensors was 0600 beside 0644 siblings (safetensors writes privately)."""
+    from tinykit._files import umask
+
+    modes = {p.name: p.stat().st_mode & 0o777 for p in (model / "good").iterdir()}
+    assert set(modes.values()) == {0o666 & ~umask()}, modes
