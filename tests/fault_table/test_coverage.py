@@ -28,10 +28,10 @@ def options(parser: argparse.ArgumentParser) -> list[argparse.Action]:
     ]
 
 
-def covered(argv: tuple[str, ...]) -> tuple[tuple[str, ...], set[str]]:
+def covered(
+    argv: tuple[str, ...], paths: dict[tuple[str, ...], argparse.ArgumentParser]
+) -> tuple[tuple[str, ...], set[str]]:
     """The command path a row's argv runs, and every option string it passes (before `--`)."""
-    top = build_parser()
-    paths = dict(commands(top))
     path: tuple[str, ...] = ()
     used: set[str] = set()
     for word in argv:
@@ -45,14 +45,15 @@ def covered(argv: tuple[str, ...]) -> tuple[tuple[str, ...], set[str]]:
 
 
 def test_every_command_and_option_has_a_row():
+    paths = dict(commands(build_parser()))
     seen: dict[tuple[str, ...], set[str]] = {}
     for r in ROWS.values():
-        path, used = covered(r.argv)
+        path, used = covered(r.argv, paths)
         seen.setdefault(path, set()).update(used)
         if "--debug" in used or "--version" in used:
             seen.setdefault((), set()).update(used & {"--debug", "--version"})
     missing = []
-    for path, parser in commands(build_parser()):
+    for path, parser in paths.items():
         name = " ".join(path) or "tinykit"
         if path not in seen:
             missing.append(f"{name}: no row")
