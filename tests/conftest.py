@@ -113,6 +113,6 @@ def _isolated_hf_home(tmp_path_factory, monkeypatch):
 @pytest.fixture(scope="session")
 def coverage_classes() -> dict[str, str]:
     """type -> the transformers class a whole-group sweep builds it with (`coverage.plan`)."""
-    from tinykit.model.coverage import plan
+    from tinykit.coverage.sweep import plan
 
     return plan(every=True)[2]

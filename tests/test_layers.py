@@ -21,7 +21,7 @@ FLOORS: list[set[str]] = [
     {"bisect", "standins"},
     {"artifacts"},
     {"memory", "dataset"},
-    {"strategies", "slice"},
+    {"strategies", "slice", "coverage"},
     {"model"},
     {"tokenizer"},
     {"numerics", "source"},
