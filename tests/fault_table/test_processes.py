@@ -211,7 +211,7 @@ def test_a_command_that_leaves_a_child_running_is_not_waited_for():
     started = time.monotonic()
     done = run_command(["sh", "-c", f"{sleep} & echo started"], capture=True)
     assert done.returncode == 0 and done.output == "started\n"
-    assert time.monotonic() - started < 10 and _gone(sleep) == []
+    assert time.monotonic() - started < 60 and _gone(sleep) == []  # its sleep is 400 s
 
 
 @pytest.mark.parametrize(
