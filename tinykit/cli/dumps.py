@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from tinykit.cli import emit
+from tinykit.cli._args import timeout_option
 
 EXAMPLES = [
     "tinykit dumps diff run-a/ run-b/",
@@ -92,7 +93,7 @@ def _versions_options(v: argparse.ArgumentParser) -> None:
     v.add_argument("--find-links", metavar="DIR", help="a local wheel folder instead of the index")
     v.add_argument("--index-url", metavar="URL", help="the package index to use")
     v.add_argument("--cache-dir", metavar="DIR", help="where environments are cached")
-    v.add_argument("--timeout", type=float, metavar="S", help="stop a recording after S seconds")
+    timeout_option(v, "each recording of CMD")
     v.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
