@@ -73,6 +73,12 @@ def resolve(
     return src
 
 
+def is_native(src: Source) -> bool:
+    """Whether transformers builds the source's model_type itself (a stale `auto_map` in a native
+    type's config, as Phi-3's and DeepSeek-V3's carry, changes nothing)."""
+    return _is_model_type(src.model_type)
+
+
 def _is_model_type(name: str) -> bool:
     from transformers import CONFIG_MAPPING
 

@@ -12,6 +12,7 @@ import functools
 import json
 import os
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
@@ -20,7 +21,7 @@ from tinykit._files import FolderResult, check_target, output_errors, output_pat
 from tinykit._progress import stage
 from tinykit.errors import TinyArtifactInvalid, UnsupportedModelError, UsageError
 from tinykit.model import provenance
-from tinykit.model.choices import BuildChoices
+from tinykit.model.choices import BuildChoices, tokenizer_choices
 from tinykit.model.config import ShrunkConfig, remap_token_ids, shrink_config
 from tinykit.model.spec import ShrinkOptions, ShrinkSpec
 from tinykit.model.tokenizer import PROCESSOR_FILES
@@ -93,8 +94,10 @@ def make_tiny(
     num_labels: int | None = None,
     exact_vocab: bool = False,
     preset: str | None = None,
-    tokenizer: str | os.PathLike[str] | None = None,
+    tokenizer: str | os.PathLike[str] | Mapping[str, str] | None = None,
     chat_template: str | os.PathLike[str] | None = None,
+    add_tokens: Sequence[str] | None = None,
+    special_tokens: Mapping[str, Any] | None = None,
     **spec: Unpack[ShrinkOptions],
 ) -> BuildResult:
     """Build a tiny random model of `source` into `out`; return what was built.
@@ -121,8 +124,13 @@ def make_tiny(
         preset: a shape preset (`hub-tiny-random`: the Hub's tiny-random shapes) whose sizes
             replace the defaults; sizes passed in `spec` still win.
         tokenizer: take the tokenizer and its special tokens from this folder, Hub id or
-            model_type instead of `source`.
+            model_type instead of `source`; or compose it from parts, `{"vocab": SOURCE,
+            "tokens": SOURCE, "template": FILE}` (the vocabulary of one source, the tokenizer
+            config, added/special tokens and chat template of another, a template file).
         chat_template: a Jinja file that replaces the tokenizer's chat template.
+        add_tokens: tokens added to the tokenizer as whole tokens (not special).
+        special_tokens: special-token roles to set, new tokens added (`{"pad_token": "<pad>",
+            "additional_special_tokens": [...]}`).
         **spec: ShrinkSpec fields (hidden, layers, vocab, dtype, seed, mode, ...).
 
     Raises:
@@ -141,8 +149,9 @@ def make_tiny(
         num_labels=num_labels,
         exact_vocab=exact_vocab,
         preset=preset,
-        tokenizer=None if tokenizer is None else str(tokenizer),
-        chat_template=None if chat_template is None else str(chat_template),
+        **tokenizer_choices(tokenizer, chat_template),
+        add_tokens=_strings("add_tokens", add_tokens),
+        special_tokens=None if special_tokens is None else dict(special_tokens),
     )
     shrink = _spec(dict(spec), choices)
     if out is not None:  # refuse before the (possibly remote) source is read
@@ -189,6 +198,14 @@ def make_tiny(
 build = make_tiny  # the name the CLI and older callers use
 
 
+def _strings(name: str, value: Sequence[str] | None) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        raise UsageError(f'{name}={value!r} must be a list of strings, e.g. {name}=["<think>"].')
+    return tuple(value)
+
+
 def _spec(spec: dict[str, Any], choices: BuildChoices) -> ShrinkSpec:
     """The ShrinkSpec: a preset's sizes under the explicit ones; checks that need no source."""
     from tinykit.model.recipes import preset
@@ -231,7 +248,7 @@ def _build_into(
     remote = src.folder if trust_remote_code and "auto_map" in src.config else None
     requested = None if remote else _requested(src, choices, recipes)  # a typo fails first
     stage(f"tokenizer ({spec.mode} mode)")
-    shipped = ship(tmp, src, spec, choices, _takes_text(src), trust_remote_code)
+    shipped = ship(tmp, src, spec, choices, _takes_text(src), trust_remote_code, recipes)
     shrunk = _shrunk_config(src, spec, recipes, remote, shipped)
     cls = model_class(src, shrunk.config, remote is not None, requested)
     config = shrunk.config if remote else config_for(cls, shrunk.config)
@@ -364,8 +381,9 @@ def _takes_text(src: Source) -> bool:
     """Whether the model reads token ids: its config (or a sub-config) has a vocabulary. One
     the class leaves None (ESM's) counts: the shrink rules give it the tiny vocab."""
     from tinykit.model.config import load_config
+    from tinykit.source import is_native
 
-    config = load_config(src.config) if "auto_map" not in src.config else None
+    config = load_config(src.config) if is_native(src) else None
     return config is not None and hasattr(config.get_text_config(decoder=True), "vocab_size")
 
 

@@ -162,3 +162,26 @@ def write_tiktoken(
         lines.append(f"{base64.b64encode(raw).decode()} {rank}\n")
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_text("".join(lines), "ascii")
+
+
+def with_bos(tj: dict, bos: str | None) -> dict:
+    """`tj` whose post-processor puts `bos` before each sequence (byte-level offsets kept), as
+    transformers' conversion of a Llama-3 tiktoken file writes it."""
+    ids = {a["content"]: a["id"] for a in tj.get("added_tokens", [])}
+    if bos not in ids:
+        return tj
+
+    def special(type_id: int) -> dict:
+        return {"SpecialToken": {"id": bos, "type_id": type_id}}
+
+    def sequence(name: str, type_id: int) -> dict:
+        return {"Sequence": {"id": name, "type_id": type_id}}
+
+    template = {
+        "type": "TemplateProcessing",
+        "single": [special(0), sequence("A", 0)],
+        "pair": [special(0), sequence("A", 0), special(1), sequence("B", 1)],
+        "special_tokens": {bos: {"id": bos, "ids": [ids[bos]], "tokens": [bos]}},
+    }
+    steps = [p for p in [tj.get("post_processor")] if p and p.get("type") == "ByteLevel"]
+    return {**tj, "post_processor": {"type": "Sequence", "processors": [*steps, template]}}
