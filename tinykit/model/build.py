@@ -452,9 +452,15 @@ def _check(tmp: Path, src: Source, trust_remote_code: bool) -> None:
 
     report = verify(tmp, trust_remote_code=trust_remote_code)
     if not report.ok:
+        tokenizer = all("tokenizer" in p for p in report.problems)
+        fix = (
+            "Pass --tokenizer SOURCE (a folder, Hub id or model_type whose tokenizer fits)"
+            if tokenizer
+            else "Add a recipe (--recipe PATH) for the keys named"
+        )
         raise TinyArtifactInvalid(
             f"the tiny {src.model_type} model built from {src.name} fails its check, so nothing "
-            f"was written: {'; '.join(report.problems)}. Add a recipe (--recipe PATH) for the keys "
-            f"named, or pass --no-check to write it anyway.",
+            f"was written: {'; '.join(report.problems)}. {fix}, or pass --no-check to write it "
+            "anyway.",
             report=report.to_dict(),
         )

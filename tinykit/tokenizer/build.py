@@ -115,6 +115,10 @@ def shrink_tokenizer(
         by_id.update({a["id"]: a["content"] for a in tj.get("added_tokens", [])})
         added = tj.get("added_tokens", [])
         essential = essential_tokens(source.extras, source.config, added, by_id, parts)
+        # the source's special tokens (Llama 3's 256-token block) all stay while they fit
+        specials = {a["content"] for a in added if a.get("special")}
+        if len(essential | specials) <= vocab // 2:
+            essential |= specials
         tj, old_to_new, dropped = tjson.shrink_json(tj, vocab, essential)
     else:
         tj = tjson.drop_precompiled_normalizer(source.tj)
@@ -332,9 +336,9 @@ def make_tiny_tokenizer(
         check_target(output_path(out, ""), force)
     src: Path | None
     if Path(source).is_dir():  # a tokenizer folder needs no config.json
-        src, name, revision = Path(source), Path(source).resolve().name, None
-        config = read_json(src / "config.json")
-        model_type = config.get("model_type")
+        name, revision = Path(source).resolve().name, None
+        config = read_json(Path(source) / "config.json")
+        src, model_type = tokenizer_folder(Path(source)), config.get("model_type")
     else:
         resolved = resolve(source)
         src, model_type = tokenizer_folder(resolved.folder), resolved.model_type

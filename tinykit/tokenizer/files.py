@@ -164,24 +164,29 @@ def write_tiktoken(
     dest.write_text("".join(lines), "ascii")
 
 
-def with_bos(tj: dict, bos: str | None) -> dict:
-    """`tj` whose post-processor puts `bos` before each sequence (byte-level offsets kept), as
-    transformers' conversion of a Llama-3 tiktoken file writes it."""
+def with_specials(tj: dict, bos: str | None, eos: str | None = None) -> dict:
+    """`tj` whose post-processor puts `bos` before and `eos` after each sequence (either may be
+    None), byte-level offsets kept: what transformers' conversion of a Llama-3 tiktoken file
+    writes, and what a tokenizer config's add_bos_token / add_eos_token ask for."""
     ids = {a["content"]: a["id"] for a in tj.get("added_tokens", [])}
-    if bos not in ids:
-        return tj
+    bos, eos = (t if t in ids else None for t in (bos, eos))
 
-    def special(type_id: int) -> dict:
-        return {"SpecialToken": {"id": bos, "type_id": type_id}}
+    def template(seq: str, type_id: int) -> list[dict]:
+        def special(token: str) -> dict:
+            return {"SpecialToken": {"id": token, "type_id": type_id}}
 
-    def sequence(name: str, type_id: int) -> dict:
-        return {"Sequence": {"id": name, "type_id": type_id}}
+        middle = [{"Sequence": {"id": seq, "type_id": type_id}}]
+        return ([special(bos)] if bos else []) + middle + ([special(eos)] if eos else [])
 
-    template = {
+    single = template("A", 0)
+    specials = {t: {"id": t, "ids": [ids[t]], "tokens": [t]} for t in (bos, eos) if t}
+    processor = {
         "type": "TemplateProcessing",
-        "single": [special(0), sequence("A", 0)],
-        "pair": [special(0), sequence("A", 0), special(1), sequence("B", 1)],
-        "special_tokens": {bos: {"id": bos, "ids": [ids[bos]], "tokens": [bos]}},
+        "single": single,
+        "pair": single + template("B", 1),
+        "special_tokens": specials,
     }
-    steps = [p for p in [tj.get("post_processor")] if p and p.get("type") == "ByteLevel"]
-    return {**tj, "post_processor": {"type": "Sequence", "processors": [*steps, template]}}
+    old = tj.get("post_processor") or {}
+    steps = old.get("processors", [old]) if old.get("type") == "Sequence" else [old]
+    byte_level = [p for p in steps if p and p.get("type") == "ByteLevel"]
+    return {**tj, "post_processor": {"type": "Sequence", "processors": [*byte_level, processor]}}

@@ -291,7 +291,7 @@ def _from_tiktoken(f: _Folder) -> Source | None:
             config = {**role_tokens(f.parts.config_ids, by_id), **f.config}
             tj = _merge_added(tj, declared)
             if config.get("bos_token"):  # transformers' Llama-3 conversion adds bos, as Meta's
-                tj = files_fmt.with_bos(tj, token_text(config["bos_token"]))
+                tj = files_fmt.with_specials(tj, token_text(config["bos_token"]))
             cls = f.class_name("PreTrainedTokenizerFast")
             return f.source(tj, cls, config=config, tiktoken=name, old_ids=old_ids)
     return None
@@ -364,13 +364,17 @@ def _name_config_ids(source: Source, parts: Parts, vocab: int, defaults: dict[st
 
 
 def _with_parts(source: Source, parts: Parts) -> Source:
-    """The parts' own tokens and roles on top: added after every id, roles in the config."""
-    if not parts.add_tokens and not parts.special_tokens:
-        return source
-    entries = [{"content": t, "special": False} for t in parts.add_tokens]
-    entries += [
-        {"content": t, "special": True} for t in sorted(named_special_tokens(parts.special_tokens))
-    ]
-    source.tj = train.append_added_tokens(source.tj, entries)
-    source.config = {**source.config, **parts.special_tokens}
+    """The parts' own tokens and roles on top (added after every id, roles in the config), and
+    a tokens part's add_bos_token / add_eos_token in the post-processor (the vocabulary
+    source's may add what the tokens source's config says it does not: Phi-3 on Llama-2)."""
+    if parts.add_tokens or parts.special_tokens:
+        entries = [{"content": t, "special": False} for t in parts.add_tokens]
+        named = sorted(named_special_tokens(parts.special_tokens))
+        entries += [{"content": t, "special": True} for t in named]
+        source.tj = train.append_added_tokens(source.tj, entries)
+        source.config = {**source.config, **parts.special_tokens}
+    adds = {k: source.config.get(f"add_{k}_token") for k in ("bos", "eos")}
+    if source.tokens is not None and any(isinstance(v, bool) for v in adds.values()):
+        bos, eos = (token_text(source.config.get(f"{k}_token")) if adds[k] else None for k in adds)
+        source.tj = files_fmt.with_specials(source.tj, bos, eos)
     return source
