@@ -1,10 +1,12 @@
 """The tokenizer a tiny model ships: shrunk (tiny mode) or the real one (faithful mode), from the
-config's source or another (`--tokenizer SOURCE`), with its chat template optionally replaced.
+config's source or another (`--tokenizer SOURCE`), composed with another source's tokens
+(`--tokens-from`), tokens and roles of its own and a chat template, and keeping the special ids
+the model config names (tinykit.tokenizer.parts).
 
 Faithful mode reads the layouts tiny mode reads: tokenizer.json, vocab files, SentencePiece
 models, and a Llama-3 tiktoken `original/tokenizer.model` alone (converted to a full
-tokenizer.json, ids unchanged). A folder it cannot make a loading tokenizer of is an error,
-never a model shipped without one.
+tokenizer.json and tokenizer_config.json, ids unchanged, its special block named). A folder it
+cannot make a loading tokenizer of is an error, never a model shipped without one.
 """
 
 from __future__ import annotations

@@ -339,6 +339,12 @@ def make_tiny_tokenizer(
         name, revision = Path(source).resolve().name, None
         config = read_json(Path(source) / "config.json")
         src, model_type = tokenizer_folder(Path(source)), config.get("model_type")
+        if src is None and model_type is None:
+            raise UsageError(
+                f"{source} has no tokenizer files and no config.json naming a model_type, so "
+                "there is nothing to shrink or train. Pass a folder with tokenizer.json or vocab "
+                "files, a Hub id, or a model_type."
+            )
     else:
         resolved = resolve(source)
         src, model_type = tokenizer_folder(resolved.folder), resolved.model_type

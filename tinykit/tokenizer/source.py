@@ -16,6 +16,7 @@ import json
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
 from pathlib import Path
+from typing import Any
 
 from tinykit.errors import UnsupportedModelError, UsageError
 from tinykit.tokenizer import edit as tjson
@@ -139,9 +140,12 @@ class _Folder:
             return declared
         return train.type_class(self.model_type) or self.parts.family.tokenizer_class or fallback
 
-    def source(self, tj: dict, cls: str, method: str = "edit", **kw) -> Source:
-        kw.setdefault("config", self.config)
-        return Source(self.path, tj, kw.pop("config"), cls, method, tokens=self.tokens, **kw)
+    def source(
+        self, tj: dict, cls: str, method: str = "edit", *, config: dict | None = None, **kw: Any
+    ) -> Source:
+        """A Source read from this folder (its tokenizer config unless `config` replaces it)."""
+        config = self.config if config is None else config
+        return Source(self.path, tj, config, cls, method, tokens=self.tokens, **kw)
 
 
 def read_source(
