@@ -176,10 +176,11 @@ def test_transducer_labels_avoid_blank_and_pad_and_follow_the_blank_start():
     import torch
     from transformers import ParakeetTDTConfig
 
-    from tinykit.model.verify import _transducer_labels
+    from tinykit.model.inputs.text import transducer_labels
 
     config = ParakeetTDTConfig(vocab_size=8, blank_token_id=7, pad_token_id=0)
-    labels, decoder_ids = _transducer_labels(config, 8, torch.Generator().manual_seed(0))
+    generator = torch.Generator().manual_seed(0)
+    labels, decoder_ids = transducer_labels(config, 8, generator, batch=2, seq=16)
     assert labels.shape == (2, 8) and decoder_ids.shape == (2, 9)
     assert not torch.isin(labels, torch.tensor([0, 7])).any()
     assert (decoder_ids[:, 0] == 7).all() and torch.equal(decoder_ids[:, 1:], labels)

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from tinykit.errors import ShrinkConstraintError, TinykitError
-from tinykit.model.build import build
+from tinykit.model.build import make_tiny
 from tinykit.model.spec import ShrinkOptions, ShrinkSpec
 
 
@@ -89,7 +89,7 @@ def test_any_spec_within_bounds_builds_a_working_model_or_fails_cleanly(tmp_path
     def check(folder, spec):
         out = tmp_path_factory.mktemp("prop") / "tiny"
         try:
-            result = build(folder, out, **spec)
+            result = make_tiny(folder, out, **spec)
         except TinykitError as e:
             assert str(e) and "\n" not in str(e), repo_id(folder)
             assert not out.exists()
@@ -118,7 +118,7 @@ def test_the_make_tiny_keywords_are_the_spec_fields():
 def test_an_odd_expert_width_is_rounded_up_so_grouped_expert_matmuls_run(tmp_path):
     # Mixtral's intermediate_size is its experts' width: at 13 float32 values (52-byte rows)
     # torch's grouped matmul failed ("strides should be multiple of 16 bytes")
-    built = build("mixtral", tmp_path / "mixtral", intermediate=13)
+    built = make_tiny("mixtral", tmp_path / "mixtral", intermediate=13)
     config = json.loads((built.path / "config.json").read_text())
     assert config["intermediate_size"] == 16
     assert config["num_local_experts"] >= 2

@@ -151,6 +151,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "additional_special_tokens=<|tool|> (repeatable; a list role collects every value)",
     )
     p.add_argument(
+        "--pooling",
+        metavar="MODE",
+        help="add a sentence-transformers front end (modules.json, 1_Pooling) with this pooling "
+        "(mean, cls, max, mean_sqrt_len); a source's own modules.json is kept without it",
+    )
+    p.add_argument(
         "--recipe",
         action="append",
         default=[],
@@ -183,11 +189,11 @@ def run(args: argparse.Namespace) -> int:
     for other in (args.tokenizer, args.tokens_from):
         if other is not None:
             check_source(other)
-    from tinykit.model.build import build
+    from tinykit.model.build import make_tiny
     from tinykit.model.spec import ShrinkSpec
 
     spec = {f.name: getattr(args, f.name) for f in dataclasses.fields(ShrinkSpec)}
-    result = build(
+    result = make_tiny(
         args.source,
         args.out,
         revision=args.revision,
@@ -207,6 +213,7 @@ def run(args: argparse.Namespace) -> int:
         chat_template=args.chat_template,
         add_tokens=args.add_tokens,
         special_tokens=_roles(args.special_tokens),
+        pooling=args.pooling,
         **spec,
     )
     layers = ", ".join(f"{k}: {v}" for k, v in result.layers.items())

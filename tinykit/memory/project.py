@@ -296,21 +296,17 @@ def measure_step(
     import torch
 
     from tinykit.memory.track import settle, track_memory
-    from tinykit.model.build import config_for, model_class
+    from tinykit.model.build import class_and_config
     from tinykit.model.config import load_config
-    from tinykit.source import Source
+    from tinykit.model.inputs import make_inputs
 
-    config = load_config(raw)
-    cls = model_class(Source("folder", "projection", None, raw, ""), config, False)
-    config = config_for(cls, config)
+    cls, config = class_and_config(raw, load_config(raw), name="projection")
     device = "cuda" if torch.cuda.is_available() else "cpu"  # GPU paths: untested here
     torch.manual_seed(0)
-    model = cls._from_config(config, dtype=getattr(torch, dtype)).to(device)
-    text = config.get_text_config(decoder=True)
-    ids = torch.randint(0, int(getattr(text, "vocab_size", 64) or 64), (batch, seq), device=device)
-    inputs: dict[str, Any] = {"input_ids": ids}
-    if getattr(config, "is_encoder_decoder", False):
-        inputs["decoder_input_ids"] = ids
+    model = cls._from_config(config, dtype=getattr(torch, dtype))
+    # made beside the host copy: the maker's trial forwards (layouts, image tokens) run there
+    made = make_inputs(model, batch=batch, seq=seq, labels=train).to(device, model.dtype)
+    model = model.to(device)
     settle()
     with track_memory() as m:
         if train:
@@ -318,7 +314,7 @@ def measure_step(
             opt_cls = torch.optim.SGD if optimizer == "sgd" else torch.optim.AdamW
             opt = opt_cls(model.parameters(), lr=1e-4)
             for _ in range(2):
-                out = model(**inputs, labels=ids)
+                out = model(**made.forward, **made.labels)
                 out.loss.backward()
                 opt.step()
                 opt.zero_grad(set_to_none=True)
@@ -326,7 +322,7 @@ def measure_step(
         else:
             model.eval()
             with torch.no_grad():
-                model(**inputs, use_cache=False)
+                model(**made.forward, use_cache=False)
     device_peak = m.devices and max(d.peak_allocated for d in m.devices.values())
     return {
         "peak": int(device_peak) if device_peak else m.host_peak,

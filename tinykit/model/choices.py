@@ -1,4 +1,5 @@
-"""BuildChoices: what a tiny model is built as, beyond its sizes (class, task, labels, tokenizer).
+"""BuildChoices: what a tiny model is built as, beyond its sizes (class, task, labels, tokenizer,
+front end).
 
 The sizes live in ShrinkSpec; these choices say which class carries them, which tokenizer and
 chat template ship, whether the vocab is exact, and which shape preset filled the defaults.
@@ -27,6 +28,7 @@ FLAGS = {
     "chat_template": "--chat-template",
     "add_tokens": "--add-token",
     "special_tokens": "--special-token",
+    "pooling": "--pooling",
 }
 # The parts a composed tokenizer (`tokenizer={...}`) names, and the choice each one sets.
 TOKENIZER_PARTS = {"vocab": "tokenizer", "tokens": "tokens", "template": "chat_template"}
@@ -57,9 +59,12 @@ class BuildChoices:
     special_tokens: dict[str, Any] | None = None
     """Special-token roles set on the tokenizer, new tokens added: {"pad_token": "<pad>",
     "additional_special_tokens": ["<|tool|>"]}."""
+    pooling: str | None = None
+    """Add a sentence-transformers front end with this pooling mode (tinykit.model.sentence)."""
 
     def __post_init__(self) -> None:
-        for name in ("model_class", "task", "preset", "tokenizer", "tokens", "chat_template"):
+        names = ("model_class", "task", "preset", "tokenizer", "tokens", "chat_template", "pooling")
+        for name in names:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value.strip()):
                 raise UsageError(f"{name}={value!r} must be a non-empty string, or None.")

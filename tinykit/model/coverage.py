@@ -4,7 +4,7 @@ By default the text types: those transformers maps to a causal LM, masked LM or 
 `all_model_types()` adds every other type with a model class, grouped (vision, audio, video,
 multimodal) by the task tables transformers lists it in. Each is built from its bare model_type
 (class defaults, no network) with the class of its group, and verified on inputs of its modality
-(see model/inputs.py); the verification holds it to its size budget (model/size.py).
+(see model/inputs/); the verification holds it to its size budget (model/size.py).
 """
 
 from __future__ import annotations
@@ -160,7 +160,7 @@ def sweep(
     `classes` names the transformers class to build a type with (its group's, from
     `all_model_types`); a type without one gets make-tiny's own choice.
     """
-    from tinykit.model.build import build
+    from tinykit.model.build import make_tiny
     from tinykit.model.verify import verify
 
     _check_known(model_types or [], classes)
@@ -175,7 +175,7 @@ def sweep(
             ok, reason, params, weights = False, "", 0, 0
             try:  # verify runs here, with its report kept: the build's own check is skipped
                 source = _source_folder(Path(tmp), model_type, (classes or {}).get(model_type))
-                built = build(source, Path(tmp) / model_type, check=False, **spec)
+                built = make_tiny(source, Path(tmp) / model_type, check=False, **spec)
                 report = verify(built.path)
                 ok, reason = report.ok, "; ".join(report.problems) or "ok"
                 params, weights = report.params, report.weight_bytes
@@ -265,17 +265,16 @@ def upstream_error(model_type: str, class_name: str | None = None) -> str | None
     import torch
     import transformers
 
-    from tinykit.model.build import config_for, model_class
+    from tinykit.model.build import class_and_config
     from tinykit.model.config import load_config
-    from tinykit.source import Source
+    from tinykit.model.inputs import Inputs, make_inputs
 
     try:
-        config = load_config({"model_type": model_type})
-        cls = getattr(transformers, class_name or "", None) or model_class(
-            Source("model_type", model_type, None, {"model_type": model_type}, ""), config, False
-        )
+        raw = {"model_type": model_type}
+        requested = getattr(transformers, class_name or "", None)
+        cls, config = class_and_config(raw, load_config(raw), requested=requested)
         with torch.device("meta"):
-            model = cls._from_config(config_for(cls, config))
+            model = cls._from_config(config)
     except Exception as e:  # any failure of transformers' own defaults
         return f"{type(e).__name__}: {_flat(e)[:200]}"
     # a class without a forward of its own (Bark's, which only chains its sub-models' generate)
@@ -285,12 +284,15 @@ def upstream_error(model_type: str, class_name: str | None = None) -> str | None
         # a tower alone, or a model that also reads pixels, audio or state: a forward on token
         # ids alone fails for want of those inputs, which proves nothing of transformers
         return None
-    ids = torch.zeros(1, 8, dtype=torch.long)
-    # with the labels verify trains it on (VITS refuses any: its training is not implemented)
-    labels = {"labels": ids} if "labels" in inspect.signature(model.forward).parameters else {}
+    # the inputs and labels verify trains it on (VITS refuses any: its training is not
+    # implemented), as host tensors: the full-size weights are on the meta device
+    try:
+        made = Inputs({}) if unimplemented else make_inputs(model, batch=1, seq=8, labels=True)
+    except Exception:  # inputs tinykit cannot make: its own failure, not transformers'
+        return None
     try:
         with torch.device("meta"):
-            model() if unimplemented else model(input_ids=ids, **labels)
+            model(**made.forward, **made.labels)
     except Exception as e:  # the full-size default fails where the tiny one did, or elsewhere
         return f"forward: {type(e).__name__}: {_flat(e)[:200]}"
     return None

@@ -63,7 +63,7 @@ class TokenizerSource:
     folder: Path | None
     model_type: str | None
     name: str
-    kind: str
+    origin: str  # Source.origin: "folder", "model_type" or "hub"
     revision: str | None
     foreign: bool
     config: dict[str, Any] = field(default_factory=dict)
@@ -91,14 +91,14 @@ def tokenizer_source(
     if choice is None:
         assert src is not None
         return TokenizerSource(
-            src.folder, src.model_type, src.name, src.kind, src.revision, False, src.config
+            src.folder, src.model_type, src.name, src.origin, src.revision, False, src.config
         )
     path = Path(choice).expanduser()
     if path.is_dir() and not (path / "config.json").is_file():  # a tokenizer folder alone
         return TokenizerSource(path, None, choice, "folder", folder_digest(path), foreign=True)
     other = resolve(choice, None, trust_remote_code)
     return TokenizerSource(
-        other.folder, other.model_type, choice, other.kind, other.revision, True, other.config
+        other.folder, other.model_type, choice, other.origin, other.revision, True, other.config
     )
 
 
@@ -120,7 +120,7 @@ def parts_for(
             )
         record["tokens_source"] = {
             "name": tokens.name,
-            "kind": tokens.kind,
+            "kind": tokens.origin,
             "revision": tokens.revision,
         }
     template = choices.chat_template
@@ -155,7 +155,11 @@ def ship(
     tok = tokenizer_source(src, choices.tokenizer, trust_remote_code)
     parts, record = parts_for(tok, choices, trust_remote_code, recipes)
     if tok.foreign:
-        record["tokenizer_source"] = {"name": tok.name, "kind": tok.kind, "revision": tok.revision}
+        record["tokenizer_source"] = {
+            "name": tok.name,
+            "kind": tok.origin,
+            "revision": tok.revision,
+        }
     if spec.mode == "tiny":
         tiny = _shrink(tok, spec, choices, tmp, takes_text, parts)
         if tiny is None:

@@ -6,7 +6,6 @@ test can compare them with the source's structure built at full depth on the met
 
 from __future__ import annotations
 
-import inspect
 import math
 import re
 from dataclasses import asdict, dataclass, field
@@ -15,9 +14,8 @@ from typing import Any
 
 from tinykit._progress import stage
 from tinykit.errors import TinyArtifactInvalid
+from tinykit.model.inputs import BATCH, SEQ, make_inputs
 from tinykit.model.load import ModelFolder, one_line, open_model_folder
-
-BATCH, SEQ = 2, 16
 
 
 @dataclass
@@ -64,7 +62,6 @@ def verify(
     A folder with its own model code (``auto_map`` and a model_type transformers lacks) loads
     only with ``trust_remote_code=True``; without it, an UnsupportedModelError says so before
     any of that code runs."""
-    import torch
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
@@ -80,14 +77,14 @@ def verify(
     report.params = sum(p.numel() for p in model.parameters())
     report.block_types = block_types(model)
     _size(model, folder.path, report)
-    generator = torch.Generator().manual_seed(0)
     try:
-        inputs, labels = make_inputs(model, generator)
+        made = make_inputs(model, labels=True)
     except Exception as e:  # a vision tower that fails on sample pixels is a finding too
         report.problems.append(f"sample inputs cannot be made: {one_line(e)}")
         return _finish(report, raise_on_failure)
+    inputs = made.forward
     stage("checks: forward + backward, generate, reload, tokenizer")
-    _train_step(model, inputs, labels, report)
+    _train_step(model, inputs, made.labels, report)
     _generate(model, inputs, report)
     _reload(model, folder, inputs, report)
     _tokenizer(model, folder.path, inputs, report, bool(folder.own_code))
@@ -112,178 +109,6 @@ def _size(model: Any, folder: Path, report: VerifyReport) -> None:
         return
     spec = ShrinkSpec.from_kwargs(**manifest["spec"])
     report.problems += size_problems(model, spec)
-
-
-def make_inputs(model: Any, generator: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Random inputs shaped from the config: token ids, pixels or audio features, plus labels."""
-    import torch
-
-    from tinykit.model.inputs import media_inputs, side_token_inputs
-    from tinykit.model.inputs_declared import declared_inputs
-    from tinykit.model.inputs_image import image_position_inputs, image_token, image_token_ids
-
-    config = model.config
-    params = inspect.signature(model.forward).parameters
-    text = config.get_text_config(decoder=True)
-    vocab = getattr(text, "vocab_size", None) or 64
-    ids = torch.randint(0, vocab, (BATCH, _sequence_length(config)), generator=generator)
-    inputs: dict[str, Any] = {}
-    main = model.main_input_name
-    media, _ = media_inputs(model, generator, BATCH)  # pixels, frames or audio, via the processor
-    inputs.update(media)
-    inputs.update(side_token_inputs(model, generator, BATCH, SEQ))
-    media = {**inputs}  # the Q-Former's instruction ids go with the pixels (InstructBLIP's)
-    if "input_ids" in params and main != "input_features":
-        if media and "pixel_values" in media:  # one image token per feature of the vision tower
-            ids = image_token_ids(model, media, ids)
-            ids, masks = image_position_inputs(model, media, ids)
-            inputs.update(masks)
-            if "mm_token_type_ids" in params:  # M-RoPE models mark which positions are image
-                token = image_token(config)  # (none: a default without image tokens, MiniCPM-V's)
-                inputs["mm_token_type_ids"] = (ids == (-1 if token is None else token)).long()
-        inputs["input_ids"] = ids
-    # what else the forward requires: recipe-declared tensors (boxes, states), embeddings
-    inputs.update(declared_inputs(model, inputs, generator, BATCH, ids.shape[1]))
-    labels: dict[str, Any] = {}
-    if "return_loss" in params:
-        labels["return_loss"] = True
-    # (a zero-shot detector's classes are phrases of its text, which random ids have none of:
-    # Grounding DINO trains on its outputs)
-    elif "labels" in params and _reads_targets(params["labels"]) and "input_ids" not in params:
-        pixels = media.get("pixel_values")
-        side = tuple(pixels.shape[-2:]) if pixels is not None else (32, 32)
-        labels["labels"] = _detection_targets(config, side, generator)
-    elif "labels" in params and _is_transducer(config, params):
-        labels["labels"], inputs["decoder_input_ids"] = _transducer_labels(config, vocab, generator)
-    elif (
-        "labels" in params
-        and getattr(config, "is_encoder_decoder", False)
-        and not _is_classifier(model)  # a detector's labels are boxes (Grounding DINO's)
-    ):
-        # a multi-codebook decoder (MusicGen's) reads (batch * codebooks, seq) token rows and is
-        # trained on (batch, seq, codebooks) labels
-        codebooks = getattr(text, "num_codebooks", None)
-        per_step = (codebooks,) if isinstance(codebooks, int) else ()
-        labels["labels"] = torch.randint(
-            0, vocab, (BATCH, SEQ // 2, *per_step), generator=generator
-        )
-        inputs["decoder_input_ids"] = torch.randint(
-            0, vocab, (BATCH * (codebooks or 1), SEQ // 2), generator=generator
-        )
-    elif "labels" in params and "input_ids" in inputs and _reads_latent_frames(config):
-        inputs["input_ids"], labels["labels"] = _latent_frames(config, ids, generator)
-    elif "labels" in params and "input_ids" in inputs and not _is_classifier(model):
-        labels["labels"] = _labels_like(config, ids)
-    return inputs, labels
-
-
-def _reads_targets(param: inspect.Parameter) -> bool:
-    """Labels annotated as a list of dicts: a detector's per-image targets (DETR's, RT-DETR's),
-    not token ids, even where the config calls the model an encoder-decoder."""
-    return "list[dict" in str(param.annotation)
-
-
-def _detection_targets(config: Any, side: tuple[int, ...], generator: Any) -> list[dict[str, Any]]:
-    """Two objects per image: class ids below num_labels, boxes as (cx, cy, w, h) in (0, 1), and
-    masks at the image's size (instance segmentation heads, RF-DETR's, score them)."""
-    import torch
-
-    classes = max(1, getattr(config, "num_labels", 1) or 1)
-    targets = []
-    for _ in range(BATCH):
-        centers = torch.rand(2, 2, generator=generator) * 0.5 + 0.25
-        sides = torch.rand(2, 2, generator=generator) * 0.4 + 0.1
-        labels = torch.randint(0, classes, (2,), generator=generator)
-        masks = (torch.rand(2, *side, generator=generator) > 0.5).float()
-        boxes = torch.cat([centers, sides], dim=1)
-        targets.append({"class_labels": labels, "boxes": boxes, "masks": masks})
-    return targets
-
-
-def _is_transducer(config: Any, params: Any) -> bool:
-    """An RNN-T/TDT model: a blank token and a prediction network read decoder_input_ids."""
-    blank = getattr(config, "blank_token_id", None)
-    return isinstance(blank, int) and "decoder_input_ids" in params
-
-
-def _transducer_labels(config: Any, vocab: int, generator: Any) -> tuple[Any, Any]:
-    """Labels of SEQ // 2 non-blank, non-pad tokens and the prediction network's input: the
-    blank (start) token, then the labels (its joint output scores U + 1 label positions)."""
-    import torch
-
-    reserved = {getattr(config, k, None) for k in ("blank_token_id", "pad_token_id")}
-    allowed = torch.tensor([i for i in range(vocab) if i not in reserved])
-    picks = torch.randint(0, len(allowed), (BATCH, SEQ // 2), generator=generator)
-    labels = allowed[picks]
-    start = torch.full((BATCH, 1), config.blank_token_id, dtype=torch.long)
-    return labels, torch.cat([start, labels], dim=1)
-
-
-LATENT_FRAME_KEYS = ("audio_bos_token_id", "audio_latent_token_id", "latent_dim")
-"""A TTS decoder trained on continuous latent frames (Pocket-TTS's, Gradium's) names its audio
-start and frame tokens and the latent width."""
-
-
-def _reads_latent_frames(config: Any) -> bool:
-    return all(isinstance(getattr(config, k, None), int) for k in LATENT_FRAME_KEYS)
-
-
-def _latent_frames(config: Any, ids: Any, generator: Any) -> tuple[Any, Any]:
-    """Text, the audio start token closing the first half (generate's prompt ends there, as such
-    a model's processor writes it), one frame token per target latent, and the target latents
-    (batch, frames, latent_dim) the flow head is trained on."""
-    import torch
-
-    special = [v for k, v in vars(config).items() if k.endswith("_token_id") and isinstance(v, int)]
-    plain = next(i for i in range(ids.max().item() + 2) if i not in special)
-    ids = ids.masked_fill(torch.isin(ids, torch.tensor(special)), plain)
-    half = ids.shape[1] // 2
-    ids[:, half - 1] = config.audio_bos_token_id
-    ids[:, half:] = config.audio_latent_token_id
-    frames = torch.randn(ids.shape[0], ids.shape[1] - half, config.latent_dim, generator=generator)
-    return ids, frames
-
-
-def _recipe_input(config: Any, name: str) -> int | None:
-    """The config value an [inputs] entry of the family's recipe names, e.g. the
-    `sequence_length = "max_position_embeddings"` of a model that reads fixed-length text."""
-    from tinykit.model.recipes import recipe_for
-
-    key = recipe_for(getattr(config, "model_type", "") or "").inputs.get(name)
-    value = getattr(config, str(key), None) if key else None
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
-
-
-def _sequence_length(config: Any) -> int:
-    """SEQ tokens, or the fixed length a family reads (Perceiver's decoder queries every one of
-    max_position_embeddings positions, so its labels must be that long too)."""
-    return _recipe_input(config, "sequence_length") or SEQ
-
-
-def _labels_like(config: Any, ids: Any) -> Any:
-    """Labels = the input ids, in the layout the family's recipe names ([inputs]): MusicGen's
-    decoders read (batch * codebooks, seq) ids and score (batch, seq, codebooks) labels."""
-    frames = _recipe_input(config, "labels_as_frames")
-    if frames is not None:  # CSM: (batch, seq, codebooks) codes below the codebook vocab_size
-        return (ids % config.vocab_size).unsqueeze(-1).repeat(1, 1, frames)
-    codebooks = _recipe_input(config, "labels_per_codebook")
-    if codebooks is None:
-        return ids
-    return ids.reshape(-1, codebooks, ids.shape[-1]).transpose(1, 2)
-
-
-def _is_classifier(model: Any) -> bool:
-    return any(
-        s in type(model).__name__
-        # (a VQA head scores (batch, answers) soft targets, ViLT's; a detector's labels are
-        # per-image box dicts, not token ids: it trains on its outputs)
-        for s in (
-            "ForSequenceClassification",
-            "ForTokenClassification",
-            "ForQuestionAnswering",
-            "ForObjectDetection",
-        )
-    )
 
 
 def _train_step(model: Any, inputs: dict, labels: dict, report: VerifyReport) -> None:
@@ -429,7 +254,6 @@ def _tokenizer(model: Any, folder: Path, inputs: dict, report: VerifyReport, tru
     import torch
     from transformers import AutoTokenizer
 
-    from tinykit.model.inputs_declared import declared_inputs
     from tinykit.tokenizer.check import PROBE, check_tokenizer, encode
     from tinykit.tokenizer.source import has_tokenizer_files
 
@@ -456,12 +280,7 @@ def _tokenizer(model: Any, folder: Path, inputs: dict, report: VerifyReport, tru
     ]
     try:
         with torch.no_grad():
-            probe = _probe_inputs(model, inputs, ids.repeat(BATCH, 1))
-            # declared per-token tensors (boxes) follow the probe's length
-            again = declared_inputs(
-                model, {"input_ids": ids}, torch.Generator(), BATCH, ids.shape[1]
-            )
-            probe.update({k: v for k, v in again.items() if k in probe})
+            probe = make_inputs(model, text=ids.repeat(BATCH, 1)).forward
             logits = _first_tensor(model(**probe))
         report.tokenizer["forward"] = {
             "tokens": ids.shape[1],
@@ -471,34 +290,6 @@ def _tokenizer(model: Any, folder: Path, inputs: dict, report: VerifyReport, tru
         report.problems.append(
             f"forward pass on the tokenizer's encoding of the probe failed: {one_line(e)}"
         )
-
-
-def _probe_inputs(model: Any, inputs: dict, ids: Any) -> dict:
-    """The sample inputs with the probe's ids for text: images that go with image tokens are
-    dropped (the probe holds none) unless the forward requires them (BLIP-2's), and then, as
-    where masks place the image features (Kosmos-2's, IDEFICS's), placed in front of the probe."""
-    from tinykit.model.inputs_image import image_position_inputs, image_token_ids
-
-    params = inspect.signature(model.forward).parameters
-    required = {n for n, p in params.items() if p.default is p.empty}
-    placed = {k for k in ("image_embeds_position_mask", "image_attention_mask") if k in inputs}
-    out = {
-        k: v
-        for k, v in inputs.items()
-        if k not in placed and (k in required or not _is_image_input(model, k))
-    }
-    if "pixel_values" in out and (placed or "pixel_values" in required):
-        ids = image_token_ids(model, out, ids)
-        ids, masks = image_position_inputs(model, out, ids)
-        out.update(masks)
-    return {**out, "input_ids": ids}
-
-
-def _is_image_input(model: Any, key: str) -> bool:
-    """Pixels that go with image tokens: a text of the tokenizer's alone holds none."""
-    from tinykit.model.inputs_image import image_token
-
-    return image_token(model.config) is not None and key.startswith(("pixel_", "image_"))
 
 
 def block_types(model: Any) -> dict[str, list[str]]:

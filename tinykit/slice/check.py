@@ -18,8 +18,6 @@ from tinykit.errors import CheckFailed
 if TYPE_CHECKING:
     from tinykit.slice.plan import Stack
 
-SEQ = 12
-
 
 def load(folder: Path) -> Any:
     """The folder's model in float32 and eval mode, through its architectures[0] class."""
@@ -76,16 +74,14 @@ def _module_for(prefix: str, kept: list[int], lists: dict[str, Any]) -> str | No
     return scored[-1][1]
 
 
-def run(model: Any, vocab: int) -> dict[str, Any]:
+def run(model: Any) -> dict[str, Any]:
+    """The model's output tensors on make_inputs' seeded inputs (the same for slice and full)."""
     import torch
 
-    generator = torch.Generator().manual_seed(0)
-    ids = torch.randint(3, max(vocab, 4), (2, SEQ), generator=generator)
-    kwargs: dict[str, Any] = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
-    params = inspect.signature(model.forward).parameters
-    if "decoder_input_ids" in params:  # encoder-decoders run both stacks on the same ids
-        kwargs["decoder_input_ids"] = ids
-    if "use_cache" in params:
+    from tinykit.model.inputs import make_inputs
+
+    kwargs = make_inputs(model).forward
+    if "use_cache" in inspect.signature(model.forward).parameters:
         kwargs["use_cache"] = False  # caches are sized by layer index; the check needs none
     with torch.no_grad():
         output = model(**kwargs)
@@ -99,12 +95,11 @@ def check_slice(
     import torch
 
     sliced = load(slice_folder)
-    vocab = sliced.config.get_text_config().vocab_size
-    got = run(sliced, vocab)
+    got = run(sliced)
     del sliced
     full = load(full_folder)
     truncate(full, layer_map, stacks)
-    want = run(full, vocab)
+    want = run(full)
     report: dict[str, Any] = {}
     for key in sorted(set(got) & set(want)):
         same = got[key].shape == want[key].shape and torch.equal(got[key], want[key])

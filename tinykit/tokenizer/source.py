@@ -235,7 +235,7 @@ def _from_tokenizer_json(f: _Folder) -> Source | None:
         _merge_added(tj, f.declared),
         f.class_name("PreTrainedTokenizerFast"),
         sentencepiece=f.sentencepiece,
-        tiktoken=tiktoken if tjson.tokenizer_kind(tj) == "byte-level-bpe" else None,
+        tiktoken=tiktoken if tjson.tokenizer_kind(tj) == tjson.BYTE_LEVEL_BPE else None,
         old_ids=f.old_ids,
     )
 

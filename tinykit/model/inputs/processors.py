@@ -1,16 +1,12 @@
-"""Processors of a model type from transformers' auto tables, built for a tiny geometry, and the
-small helpers every modality's inputs share.
-"""
+"""Processors of a model type from transformers' auto tables, built for a tiny geometry."""
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Iterator
-from typing import Any, TypeGuard
+from typing import Any
 
-
-def is_int(value: Any) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool)
+from tinykit.model.inputs.forward import is_int
 
 
 def processors(
@@ -111,18 +107,3 @@ def _parent(model_type: str, table: Any) -> str | None:
         if any(getattr(c, "model_type", None) == model_type for c in subs.values()):
             return parent
     return None
-
-
-def keep_accepted(out: Any, params: set[str]) -> dict[str, Any]:
-    return {k: v for k, v in out.items() if k in params and k != "input_ids"}
-
-
-def runs(model: Any, inputs: dict[str, Any]) -> bool:
-    import torch
-
-    try:
-        with torch.no_grad():
-            model(**inputs)
-    except Exception:  # this layout does not suit the model: the caller tries the next
-        return False
-    return True

@@ -20,7 +20,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from tinykit.model.processors import is_int
+from tinykit.model.inputs.forward import Forward, is_int
 
 EMBEDDING_SUFFIXES = ("_embeds", "hidden_states")
 """Required forward arguments read as (batch, seq, hidden) float embeddings."""
@@ -28,21 +28,18 @@ EMBEDDING_SUFFIXES = ("_embeds", "hidden_states")
 WIDTH_KEYS = ("hidden_size", "d_model", "embed_dim", "dim")
 
 
-def declared_inputs(
-    model: Any, have: dict[str, Any], generator: Any, batch: int, seq: int
-) -> dict[str, Any]:
-    """The recipe's declared tensors and the required embeddings `have` lacks."""
+def declared_inputs(f: Forward, have: dict[str, Any], seq: int) -> dict[str, Any]:
+    """The recipe's declared tensors and the required embeddings `have` lacks, `seq` long."""
     from tinykit.model.recipes import recipe_for
 
-    config = model.config
-    params = inspect.signature(model.forward).parameters
+    config, batch, generator = f.config, f.batch, f.generator
     declared = recipe_for(getattr(config, "model_type", "") or "").inputs.get("tensors", {})
     out: dict[str, Any] = {}
     for name, entry in declared.items():
-        if name in params:  # the family's declaration is more specific than the generic inputs
+        if name in f.params:  # the family's declaration is more specific than the generic inputs
             out[name] = _tensor(config, entry, generator, batch, seq)
     width = next((getattr(config, k) for k in WIDTH_KEYS if is_int(getattr(config, k, None))), 32)
-    for name, param in params.items():
+    for name, param in f.params.items():
         required = param.default is inspect.Parameter.empty and param.kind in (
             param.POSITIONAL_OR_KEYWORD,
             param.KEYWORD_ONLY,
@@ -77,13 +74,11 @@ def _size(config: Any, dim: Any, batch: int, seq: int) -> int:
         return batch
     if dim == "seq":
         return seq
-    if (
-        not str(dim).replace(".", "").replace("_", "").isalnum()
-    ):  # (or an entry: `key[0]`)  # arithmetic over config keys
-        from tinykit.model.config import _evaluate
+    if not str(dim).replace(".", "").replace("_", "").isalnum():  # arithmetic, or `key[0]`
+        from tinykit.model.shrink.derive import evaluate
 
         names = {**config.to_dict(), "batch": batch, "seq": seq}
-        value: Any = _evaluate(str(dim), names, "[inputs.tensors]")
+        value: Any = evaluate(str(dim), names, "[inputs.tensors]")
     else:
         value = config
         for part in str(dim).split("."):

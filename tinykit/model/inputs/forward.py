@@ -1,0 +1,72 @@
+"""The forward being fed, read once (parameters, config, the batch asked for), and the small
+helpers every modality's inputs share."""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any, TypeGuard
+
+
+def is_int(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class Forward:
+    """A model's forward and the inputs asked of it: `batch` samples of `seq` tokens, random
+    values drawn from `generator`."""
+
+    model: Any
+    batch: int
+    seq: int
+    generator: Any
+    params: dict[str, inspect.Parameter]
+    """The forward's parameters by name."""
+
+    @classmethod
+    def of(cls, model: Any, batch: int, seq: int, generator: Any) -> Forward:
+        params = dict(inspect.signature(model.forward).parameters)
+        return cls(model, batch, seq, generator, params)
+
+    @property
+    def config(self) -> Any:
+        return self.model.config
+
+    @property
+    def main(self) -> str:
+        return str(self.model.main_input_name)
+
+    @property
+    def names(self) -> set[str]:
+        return set(self.params)
+
+    @property
+    def required(self) -> set[str]:
+        return {n for n, p in self.params.items() if p.default is p.empty}
+
+    @property
+    def vision(self) -> Any:
+        """The vision tower's config, or the model's own for a tower alone."""
+        return getattr(self.config, "vision_config", None) or self.config
+
+    def reads_token_ids(self) -> bool:
+        """Token ids are text here (a speech model's `input_ids` are its decoder's, made apart)."""
+        return "input_ids" in self.params and self.main != "input_features"
+
+
+def keep_accepted(out: Any, params: set[str]) -> dict[str, Any]:
+    """A processor's outputs the forward reads; its token ids are never the text's."""
+    return {k: v for k, v in out.items() if k in params and k != "input_ids"}
+
+
+def runs(model: Any, inputs: dict[str, Any]) -> bool:
+    """Whether `model(**inputs)` runs: how a layout a config does not name is told apart."""
+    import torch
+
+    try:
+        with torch.no_grad():
+            model(**inputs)
+    except Exception:  # this layout does not suit the model: the caller tries the next
+        return False
+    return True
