@@ -132,6 +132,8 @@ def essential_tokens(
     added = list(added)
     essential = named_special_tokens(config)
     template = chat_templates(folder, config)
+    if parts.template is not None and parts.template.is_file():  # the template that will ship
+        template += "\n" + parts.template.read_text("utf-8")
     essential |= {a["content"] for a in added if a["content"] in template}
     essential |= {by_id[i] for _, i in parts.config_ids if i in by_id}
     # T5-style sentinels: the tokenizer class re-creates all `extra_ids` of them on load anyway
