@@ -276,3 +276,16 @@ def test_a_bare_family_type_gets_its_family_tokens_as_single_ids(model_type, tok
     if model_type == "glm4":  # GLM-4's three eos ids are its end, user and observation
         named = ("<|endoftext|>", "<|user|>", "<|observation|>")
         assert config.eos_token_id == [tok.convert_tokens_to_ids(t) for t in named]
+
+
+def test_tokens_from_a_folder_on_a_trained_vocabulary(tmp_path):
+    """A bare model_type has no vocabulary: one is trained, with Phi-3's tokens and template."""
+    from transformers import AutoTokenizer
+
+    out = tinykit.make_tiny("phi3", tmp_path / "t", tokenizer={"tokens": str(PHI3)})
+    tok = AutoTokenizer.from_pretrained(out)
+    text = tok.apply_chat_template(CHAT, tokenize=False)
+    assert tok.convert_tokens_to_ids("<|user|>") in tok(text)["input_ids"]
+    assert (tok.bos_token, tok.eos_token) == ("<s>", "<|endoftext|>")
+    options = json.loads((out.path / "tinykit.json").read_text())["options"]
+    assert options["tokens_source"]["name"] == str(PHI3)

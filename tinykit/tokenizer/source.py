@@ -154,6 +154,10 @@ def read_source(
     """The source's tokenizer as one JSON document, with the parts applied: each layout reader
     is tried in order; without a folder one is trained for `model_type`."""
     parts = parts or Parts()
+    if src is None and parts.tokens is not None:  # no vocabulary: train one, with these tokens
+        found = _from_config_only(_open(parts.tokens, vocab, method, parts, model_type))
+        if found is not None:
+            return _with_parts(found, parts)
     if src is None:
         return _with_parts(_from_scratch(model_type, vocab, parts), parts)
     folder = _open(Path(src), vocab, method, parts, model_type)
