@@ -12,6 +12,7 @@ import functools
 import json
 import os
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
@@ -20,7 +21,7 @@ from tinykit._files import FolderResult, check_target, output_errors, output_pat
 from tinykit._progress import stage
 from tinykit.errors import TinyArtifactInvalid, UnsupportedModelError, UsageError
 from tinykit.model import provenance
-from tinykit.model.choices import BuildChoices
+from tinykit.model.choices import BuildChoices, tokenizer_choices
 from tinykit.model.config import ShrunkConfig, shrink_config
 from tinykit.model.shrink.token_ids import remap_token_ids
 from tinykit.model.spec import ShrinkOptions, ShrinkSpec
@@ -94,8 +95,10 @@ def make_tiny(
     num_labels: int | None = None,
     exact_vocab: bool = False,
     preset: str | None = None,
-    tokenizer: str | os.PathLike[str] | None = None,
+    tokenizer: str | os.PathLike[str] | Mapping[str, str] | None = None,
     chat_template: str | os.PathLike[str] | None = None,
+    add_tokens: Sequence[str] | None = None,
+    special_tokens: Mapping[str, Any] | None = None,
     pooling: str | None = None,
     **spec: Unpack[ShrinkOptions],
 ) -> BuildResult:
@@ -123,8 +126,13 @@ def make_tiny(
         preset: a shape preset (`hub-tiny-random`: the Hub's tiny-random shapes) whose sizes
             replace the defaults; sizes passed in `spec` still win.
         tokenizer: take the tokenizer and its special tokens from this folder, Hub id or
-            model_type instead of `source`.
+            model_type instead of `source`; or compose it from parts, `{"vocab": SOURCE,
+            "tokens": SOURCE, "template": FILE}` (the vocabulary of one source, the tokenizer
+            config, added/special tokens and chat template of another, a template file).
         chat_template: a Jinja file that replaces the tokenizer's chat template.
+        add_tokens: tokens added to the tokenizer as whole tokens (not special).
+        special_tokens: special-token roles to set, new tokens added (`{"pad_token": "<pad>",
+            "additional_special_tokens": [...]}`).
         pooling: add a sentence-transformers front end (modules.json, 1_Pooling/) with this
             pooling mode (mean, cls, max, mean_sqrt_len); a source with its own modules.json
             keeps its pipeline without it (`tinykit.model.sentence`).
@@ -148,8 +156,9 @@ def make_tiny(
         num_labels=num_labels,
         exact_vocab=exact_vocab,
         preset=preset,
-        tokenizer=None if tokenizer is None else str(tokenizer),
-        chat_template=None if chat_template is None else str(chat_template),
+        **tokenizer_choices(tokenizer, chat_template),
+        add_tokens=_strings("add_tokens", add_tokens),
+        special_tokens=None if special_tokens is None else dict(special_tokens),
         pooling=pooling,
     )
     shrink = _spec(dict(spec), choices)
@@ -192,6 +201,14 @@ def make_tiny(
         layers=built.layers,
         pushed=pushed,
     )
+
+
+def _strings(name: str, value: Sequence[str] | None) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        raise UsageError(f'{name}={value!r} must be a list of strings, e.g. {name}=["<think>"].')
+    return tuple(value)
 
 
 def _spec(spec: dict[str, Any], choices: BuildChoices) -> ShrinkSpec:
@@ -240,7 +257,7 @@ def _build_into(
     remote = src.folder if trust_remote_code and "auto_map" in src.config else None
     requested = None if remote else _requested(src, choices, recipes)  # a typo fails first
     stage(f"tokenizer ({spec.mode} mode)")
-    shipped = ship(tmp, src, spec, choices, _takes_text(src), trust_remote_code)
+    shipped = ship(tmp, src, spec, choices, _takes_text(src), trust_remote_code, recipes)
     shrunk = _shrunk_config(src, spec, recipes, remote, shipped)
     cls, config = class_and_config(
         src.config, shrunk.config, name=src.name, remote=remote is not None, requested=requested
@@ -471,9 +488,15 @@ def _check(tmp: Path, src: Source, trust_remote_code: bool) -> None:
 
     report = verify(tmp, trust_remote_code=trust_remote_code)
     if not report.ok:
+        tokenizer = all("tokenizer" in p for p in report.problems)
+        fix = (
+            "Pass --tokenizer SOURCE (a folder, Hub id or model_type whose tokenizer fits)"
+            if tokenizer
+            else "Add a recipe (--recipe PATH) for the keys named"
+        )
         raise TinyArtifactInvalid(
             f"the tiny {src.model_type} model built from {src.name} fails its check, so nothing "
-            f"was written: {'; '.join(report.problems)}. Add a recipe (--recipe PATH) for the keys "
-            f"named, or pass --no-check to write it anyway.",
+            f"was written: {'; '.join(report.problems)}. {fix}, or pass --no-check to write it "
+            "anyway.",
             report=report.to_dict(),
         )

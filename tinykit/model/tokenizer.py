@@ -1,14 +1,17 @@
 """The tokenizer a tiny model ships: shrunk (tiny mode) or the real one (faithful mode), from the
-config's source or another (`--tokenizer SOURCE`), with its chat template optionally replaced.
+config's source or another (`--tokenizer SOURCE`), composed with another source's tokens
+(`--tokens-from`), tokens and roles of its own and a chat template, and keeping the special ids
+the model config names (tinykit.tokenizer.parts).
 
 Faithful mode reads the layouts tiny mode reads: tokenizer.json, vocab files, SentencePiece
 models, and a Llama-3 tiktoken `original/tokenizer.model` alone (converted to a full
-tokenizer.json, ids unchanged). A folder it cannot make a loading tokenizer of is an error,
-never a model shipped without one.
+tokenizer.json and tokenizer_config.json, ids unchanged, its special block named). A folder it
+cannot make a loading tokenizer of is an error, never a model shipped without one.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from dataclasses import dataclass, field
@@ -23,6 +26,7 @@ if TYPE_CHECKING:
     from tinykit.model.choices import BuildChoices
     from tinykit.model.spec import ShrinkSpec
     from tinykit.source import Source
+    from tinykit.tokenizer.parts import Parts
 
 PROCESSOR_FILES = (
     "preprocessor_config.json",
@@ -42,7 +46,14 @@ NOT_TOKENIZER = {
 NOT_TOKENIZER_SUFFIXES = (*sorted(WEIGHT_SUFFIXES), SHARD_INDEX_SUFFIX, ".py")
 # Token-id attributes a foreign tokenizer's ids replace in the config and generation config.
 SPECIAL_IDS = ("bos_token_id", "eos_token_id", "pad_token_id", "unk_token_id", "sep_token_id")
-TEMPLATE_FILES = ("chat_template.json", "chat_template.jinja")
+# The files a tokens part (`--tokens-from`) supplies in faithful mode, instead of the vocab source's.
+TOKENS_FILES = (
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "chat_template.json",
+    "chat_template.jinja",
+)
 
 
 @dataclass(frozen=True)
@@ -55,6 +66,8 @@ class TokenizerSource:
     origin: str  # Source.origin: "folder", "model_type" or "hub"
     revision: str | None
     foreign: bool
+    config: dict[str, Any] = field(default_factory=dict)
+    """The model config beside it (its special ids name the tokenizer's tokens)."""
 
 
 @dataclass(frozen=True)
@@ -68,22 +81,65 @@ class Shipped:
     record: dict[str, Any] = field(default_factory=dict)
 
 
-def tokenizer_source(src: Source, choice: str | None, trust_remote_code: bool) -> TokenizerSource:
+def tokenizer_source(
+    src: Source | None, choice: str | None, trust_remote_code: bool
+) -> TokenizerSource:
     """The config's source, or `choice` (a folder, with or without config.json; a Hub id; a
     model_type) resolved as make-tiny resolves a source."""
     from tinykit.source import folder_digest, resolve
 
     if choice is None:
+        assert src is not None
         return TokenizerSource(
-            src.folder, src.model_type, src.name, src.origin, src.revision, foreign=False
+            src.folder, src.model_type, src.name, src.origin, src.revision, False, src.config
         )
     path = Path(choice).expanduser()
     if path.is_dir() and not (path / "config.json").is_file():  # a tokenizer folder alone
         return TokenizerSource(path, None, choice, "folder", folder_digest(path), foreign=True)
     other = resolve(choice, None, trust_remote_code)
     return TokenizerSource(
-        other.folder, other.model_type, choice, other.origin, other.revision, foreign=True
+        other.folder, other.model_type, choice, other.origin, other.revision, True, other.config
     )
+
+
+def parts_for(
+    tok: TokenizerSource, choices: BuildChoices, trust_remote_code: bool, recipes: tuple[str, ...]
+) -> tuple[Parts, dict[str, Any]]:
+    """The parts the tokenizer is composed of (the model config's special ids, the family's
+    tokens, the choices' tokens source, template and additions), and their provenance."""
+    from tinykit.tokenizer.build import model_parts
+
+    record: dict[str, Any] = {}
+    tokens = None
+    if choices.tokens is not None:
+        tokens = tokenizer_source(None, choices.tokens, trust_remote_code)
+        if tokens.folder is None:
+            raise UsageError(
+                f"--tokens-from {choices.tokens} is a bare model_type, which has no tokenizer "
+                "config or added tokens to take. Pass a folder or Hub id that has them."
+            )
+        record["tokens_source"] = {
+            "name": tokens.name,
+            "kind": tokens.origin,
+            "revision": tokens.revision,
+        }
+    template = choices.chat_template
+    parts = model_parts(
+        tok.config,
+        tok.folder,
+        tok.model_type,
+        recipes,
+        tokens=None if tokens is None else tokens.folder,
+        template=None if template is None else Path(template).expanduser(),
+        add_tokens=choices.add_tokens,
+        special_tokens=choices.special_tokens or {},
+    )
+    return parts, record
+
+
+def composed(choices: BuildChoices) -> bool:
+    """Whether the tokenizer is more than one source's files (tokens, additions, roles)."""
+    return bool(choices.tokens or choices.add_tokens or choices.special_tokens)
 
 
 def ship(
@@ -93,10 +149,11 @@ def ship(
     choices: BuildChoices,
     takes_text: bool,
     trust_remote_code: bool = False,
+    recipes: tuple[str, ...] = (),
 ) -> Shipped:
     """Write the tokenizer files into `tmp` (none for a model without text input)."""
     tok = tokenizer_source(src, choices.tokenizer, trust_remote_code)
-    record: dict[str, Any] = {}
+    parts, record = parts_for(tok, choices, trust_remote_code, recipes)
     if tok.foreign:
         record["tokenizer_source"] = {
             "name": tok.name,
@@ -104,27 +161,28 @@ def ship(
             "revision": tok.revision,
         }
     if spec.mode == "tiny":
-        tiny = _shrink(tok, spec, choices, tmp, takes_text)
+        tiny = _shrink(tok, spec, choices, tmp, takes_text, parts)
         if tiny is None:
-            if choices.exact_vocab or choices.chat_template or tok.foreign:
+            if choices.exact_vocab or choices.chat_template or tok.foreign or composed(choices):
                 raise UsageError(
-                    f"{src.name} takes no text, so no tokenizer is built and --exact-vocab, "
-                    "--chat-template and --tokenizer do not apply. Drop them."
+                    f"{src.name} takes no text, so no tokenizer is built and the tokenizer "
+                    "options (--exact-vocab, --tokenizer, --tokens-from, --chat-template, "
+                    "--add-token, --special-token) do not apply. Drop them."
                 )
             return Shipped()
         vocab_size, id_map = tiny.vocab_size, None if tok.foreign else tiny.id_map
     else:
-        copy_real_tokenizer(tok, tmp)
+        copy_real_tokenizer(tok, tmp, parts, composed(choices))
         vocab_size, id_map = None, None
     if choices.chat_template:
-        record["chat_template_sha256"] = replace_chat_template(tmp, Path(choices.chat_template))
+        record["chat_template_sha256"] = sha256_file(Path(choices.chat_template).expanduser())
     if vocab_size is not None and not tok.foreign and not choices.chat_template:
         return Shipped(vocab_size, id_map, {}, record)  # a tiny tokenizer checked as it was built
     loaded = _load(tmp, tok.name, src.config)
     if choices.chat_template and loaded.chat_template != Path(choices.chat_template).read_text():
         raise TinyArtifactInvalid(
-            f"the tokenizer in the build does not load --chat-template {choices.chat_template} as its "
-            "template. This is a tinykit bug: report it with the tokenizer source."
+            f"the tokenizer in the build does not load --chat-template {choices.chat_template} as "
+            "its template. This is a tinykit bug: report it with the tokenizer source."
         )
     special = {k: v for k in SPECIAL_IDS if isinstance(v := getattr(loaded, k, None), int)}
     return Shipped(
@@ -135,7 +193,14 @@ def ship(
     )
 
 
-def _shrink(tok: TokenizerSource, spec: ShrinkSpec, choices: BuildChoices, out: Path, text: bool):
+def _shrink(
+    tok: TokenizerSource,
+    spec: ShrinkSpec,
+    choices: BuildChoices,
+    out: Path,
+    text: bool,
+    parts: Parts,
+):
     """Tiny mode: the source's tokenizer shrunk, or one trained for the architecture (a bare
     model_type, or a folder without vocabulary files). Models without text input get none."""
     from tinykit.tokenizer.build import shrink_tokenizer, tokenizer_folder
@@ -143,89 +208,61 @@ def _shrink(tok: TokenizerSource, spec: ShrinkSpec, choices: BuildChoices, out: 
     folder = tokenizer_folder(tok.folder)
     if folder is None and not text and not tok.foreign:
         return None
-    exact = choices.exact_vocab
     try:
         return shrink_tokenizer(
-            folder, out, vocab=spec.vocab, model_type=tok.model_type, exact=exact
+            folder,
+            out,
+            vocab=spec.vocab,
+            model_type=tok.model_type,
+            exact=choices.exact_vocab,
+            parts=parts,
         )
     except UnsupportedModelError:
-        if folder is not None or exact:
+        if folder is not None or choices.exact_vocab:
             raise
         return None  # a CTC head's character vocabulary (wav2vec2): no tokenizer class to train
-    except TinyArtifactInvalid:
-        if folder is not None:
-            raise
-    # A tokenizer trained for the architecture's own class failed its round-trip check (some
-    # classes normalise text): a byte-fallback BPE of the Llama layout always round-trips.
-    return shrink_tokenizer(None, out, vocab=spec.vocab, model_type="llama", exact=exact)
 
 
-def copy_real_tokenizer(tok: TokenizerSource, tmp: Path) -> None:
+def copy_real_tokenizer(tok: TokenizerSource, tmp: Path, parts: Parts, compose: bool) -> None:
     """Faithful mode ships the source's real tokenizer and chat template, byte for byte; a
-    tiktoken rank file alone also gets the tokenizer.json transformers loads."""
+    tiktoken rank file alone, or a composed tokenizer, also gets the tokenizer.json and
+    tokenizer_config.json transformers loads, every id of the vocabulary kept."""
     from tinykit.tokenizer import files as files_fmt
+    from tinykit.tokenizer.build import replace_chat_template, write_tokenizer
     from tinykit.tokenizer.source import has_tokenizer_files
 
     if tok.folder is None:
         raise UsageError(
-            f"--mode faithful keeps the source's real tokenizer, and {tok.name!r} (a bare model_type) "
-            f"has none. Use a folder or Hub id as the source (or --tokenizer), or --mode tiny."
+            f"--mode faithful keeps the source's real tokenizer, and {tok.name!r} (a bare "
+            "model_type) has none. Use a folder or Hub id as the source (or --tokenizer), or "
+            "--mode tiny."
         )
     if not has_tokenizer_files(tok.folder):
         raise UsageError(
-            f"--mode faithful keeps the source's real tokenizer, and {tok.folder} has no tokenizer "
-            "files (tokenizer.json, vocab files or a SentencePiece model). Add them, pass "
-            "--tokenizer SOURCE, or use --mode tiny, which trains a tiny tokenizer."
+            f"--mode faithful keeps the source's real vocabulary, and {tok.folder} has no "
+            "vocabulary file (tokenizer.json, vocab files, a SentencePiece or tiktoken model). "
+            "Pass --tokenizer SOURCE to take one from another source, or --mode tiny to train one."
         )
-    for path in sorted(tok.folder.iterdir()):
-        if (
-            path.is_file()
-            and path.name not in NOT_TOKENIZER
-            and not path.name.lower().endswith(NOT_TOKENIZER_SUFFIXES)
-        ):
-            shutil.copyfile(path, tmp / path.name)
+    for folder in dict.fromkeys(f for f in (tok.folder, parts.tokens) if f is not None):
+        replaced = TOKENS_FILES if parts.tokens not in (None, folder) else ()
+        for path in sorted(folder.iterdir()):
+            if (
+                path.is_file()
+                and path.name not in NOT_TOKENIZER
+                and path.name not in replaced
+                and not path.name.lower().endswith(NOT_TOKENIZER_SUFFIXES)
+            ):
+                shutil.copyfile(path, tmp / path.name)
     for name in files_fmt.TIKTOKEN_NAMES:
         path = tok.folder / name
         if "/" in name and path.is_file():  # original/tokenizer.model: keep the Hub layout
             (tmp / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path, tmp / name)
-    if not (tmp / "tokenizer.json").is_file():
-        _tiktoken_json(tok.folder, tmp)
-
-
-def _tiktoken_json(folder: Path, tmp: Path) -> None:
-    """A full tokenizer.json (every rank, ids unchanged, declared special tokens added) for a
-    folder whose vocabulary is a tiktoken rank file only."""
-    from tokenizers import Tokenizer
-
-    from tinykit.tokenizer.files import TIKTOKEN_NAMES, read_tiktoken
-    from tinykit.tokenizer.source import read_source
-
-    if not any(read_tiktoken(folder / n) for n in TIKTOKEN_NAMES if (folder / n).is_file()):
-        return  # vocab files or a SentencePiece model: transformers converts those itself
-    source = read_source(folder, 10**7, None, "auto")  # a limit above any real vocab: keep all
-    Tokenizer.from_str(json.dumps(source.tj)).save(str(tmp / "tokenizer.json"), pretty=False)
-
-
-def replace_chat_template(tmp: Path, template: Path) -> str:
-    """Make `template`'s text the tokenizer's only chat template; return its sha256."""
-    try:
-        text = template.read_text("utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise UsageError(
-            f"--chat-template {template} cannot be read: {e}. Pass a UTF-8 Jinja file."
-        ) from e
-    if not text.strip():
-        raise UsageError(f"--chat-template {template} is empty. Pass a Jinja chat template file.")
-    config_path = tmp / "tokenizer_config.json"
-    config = json.loads(config_path.read_text("utf-8")) if config_path.is_file() else {}
-    if "chat_template" in config:  # transformers would read it beside the .jinja file
-        del config["chat_template"]
-        config_path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", "utf-8")
-    for name in TEMPLATE_FILES:
-        (tmp / name).unlink(missing_ok=True)
-    (tmp / "chat_template.jinja").write_text(text, "utf-8")
-    return sha256_file(template)
+    if compose or not (tmp / "tokenizer.json").is_file():
+        whole = dataclasses.replace(parts, template=None)
+        write_tokenizer(tok.folder, tmp, parts=whole, model_type=tok.model_type)
+    if parts.template is not None:
+        replace_chat_template(tmp, parts.template)
 
 
 def _load(tmp: Path, name: str, config: dict[str, Any]) -> Any:
