@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
+import re
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -92,29 +93,53 @@ def _media_tokens(tmp: Path, src: Source, vocab_size: int) -> tuple[int, dict[in
     if _has_own_files(src) or "auto_map" in src.config:
         return None
     cls = processor_class(src.model_type)
-    tokenizer = _tokenizer(tmp)
-    if cls is None or tokenizer is None or "tokenizer" not in cls.get_attributes():
+    if cls is None or "tokenizer" not in cls.get_attributes() or _tokenizer(tmp) is None:
         return None
-    before = len(tokenizer)
     parts = _default_parts(cls, src.model_type)
-    processor = _assemble(cls, tokenizer, parts, {})  # some add their tokens as they build
-    if processor is None:
-        return None
-    added = sorted((i, t) for t, i in tokenizer.get_added_vocab().items() if i >= before)
-    missing = [t for t in _placeholders(processor).values() if not _is_token(tokenizer, t)]
-    new = list(dict.fromkeys([*(t for _, t in added), *missing]))
-    if not new:
-        return None
-    _add_special_tokens(tmp, new)
+    processor, tokenizer, before = _built_with_named_tokens(cls, tmp, parts)
+    if processor is not None:  # its tokens, and those it added to its tokenizer as it built
+        added = sorted((i, t) for t, i in tokenizer.get_added_vocab().items() if i >= before)
+        missing = [t for t in _placeholders(processor).values() if not _is_token(tokenizer, t)]
+        _add_special_tokens(tmp, list(dict.fromkeys([*(t for _, t in added), *missing])))
     grown = _tokenizer(tmp)
     if grown is None:
         raise TinyArtifactInvalid(
             f"the tiny tokenizer of {src.name} does not load once the tokens of its processor "
-            f"({', '.join(new)}) are added. This is a tinykit bug: report it with the source."
+            "are added. This is a tinykit bug: report it with the source."
         )
+    if len(grown) == vocab_size:
+        return None
     # the processor's own ids as it computes them from the grown tokenizer's files
     rebuilt = _assemble(cls, grown, parts, {}) or processor
-    return len(grown), _config_ids(src, _token_ids(rebuilt, grown), vocab_size)
+    ids = _token_ids(rebuilt, grown) if rebuilt is not None else {}
+    return len(grown), _config_ids(src, ids, vocab_size)
+
+
+NAMED_TOKEN = re.compile(r"\w+ has no attribute (\w+_token)(?:_id)?")
+"""transformers' error for a named token a tokenizer lacks (`tokenizer.boi_token`)."""
+
+
+def _built_with_named_tokens(cls: Any, folder: Path, parts: dict[str, Any]) -> tuple[Any, Any, int]:
+    """`cls` built around the tokenizer in `folder`, its length then, and the processor (None:
+    it does not build). A processor that reads a named token of its tokenizer this one lacks
+    (Gemma 3's `tokenizer.boi_token`, DeepSeek-VL's `image_token`) gets it first: `<boi>`, a
+    special token named in tokenizer_config.json, as the real repos' tokenizers name theirs."""
+    named: set[str] = set()
+    while True:
+        tokenizer = _tokenizer(folder)
+        if tokenizer is None:  # checked by the caller: the files loaded before
+            raise TinyArtifactInvalid(f"the tiny tokenizer in {folder} no longer loads.")
+        before = len(tokenizer)
+        try:
+            return cls(**{**parts, "tokenizer": tokenizer}), tokenizer, before
+        except AttributeError as e:
+            match = NAMED_TOKEN.fullmatch(str(e))
+            if match is None or match[1] in named:
+                return None, tokenizer, before
+            named.add(match[1])
+            _add_special_tokens(folder, [f"<{match[1].removesuffix('_token')}>"], match[1])
+        except Exception:  # a processor that does not build here: no tokens to learn
+            return None, tokenizer, before
 
 
 def ship_processor(tmp: Path, src: Source, model: Any, shrunk: ShrunkConfig) -> None:
@@ -239,12 +264,20 @@ def _placeholders(processor: Any) -> dict[str, str]:
 
 
 def _token_ids(processor: Any, tokenizer: Any) -> dict[str, int]:
-    """The processor's token ids by name (`image_token` -> its id): the ids it holds itself
-    (`image_token_id`: Aya Vision's is its patch token's), else its token strings'."""
+    """The processor's token ids by name (`image_token` -> its id): its token strings', the ids
+    it holds itself over those (`image_token_id`: Aya Vision's is its patch token's), and the
+    tokenizer's named tokens over both (Gemma 3's processor holds its `boi_token` as image token,
+    its tokenizer's `image_token` is the one the model reads)."""
+    from transformers import PreTrainedTokenizerBase
+
     ids = {n: tokenizer.convert_tokens_to_ids(t) for n, t in _placeholders(processor).items()}
     for name, value in vars(processor).items():
         if name.endswith("_token_id") and is_int(value):
             ids[name.removesuffix("_id")] = value
+    standard = set(PreTrainedTokenizerBase.SPECIAL_TOKENS_ATTRIBUTES)
+    for name in tokenizer.SPECIAL_TOKENS_ATTRIBUTES:
+        if name not in standard:
+            ids[name] = getattr(tokenizer, f"{name}_id", None)
     return {n: i for n, i in ids.items() if is_int(i)}
 
 
@@ -253,10 +286,13 @@ def _is_token(tokenizer: Any, token: str) -> bool:
     return is_int(found) and tokenizer.convert_ids_to_tokens(found) == token
 
 
-def _add_special_tokens(folder: Path, tokens: list[str]) -> None:
-    """Append `tokens` to the tokenizer files in `folder` as special tokens."""
+def _add_special_tokens(folder: Path, tokens: list[str], name: str | None = None) -> None:
+    """Append `tokens` to the tokenizer files in `folder` as special tokens; `name` names the
+    one token in tokenizer_config.json (transformers then reads `tokenizer.<name>`)."""
     from tokenizers import AddedToken, Tokenizer
 
+    if not tokens:
+        return
     path = folder / "tokenizer.json"
     tokenizer = Tokenizer.from_file(str(path))
     tokenizer.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in tokens])
@@ -264,6 +300,8 @@ def _add_special_tokens(folder: Path, tokens: list[str]) -> None:
     ids = {t: tokenizer.token_to_id(t) for t in tokens}
     config_path = folder / "tokenizer_config.json"
     config = json.loads(config_path.read_text("utf-8"))
+    if name is not None:
+        config[name] = tokens[0]
     decoder = config.setdefault("added_tokens_decoder", {})
     for token, i in ids.items():
         decoder[str(i)] = {

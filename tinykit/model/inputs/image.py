@@ -98,7 +98,8 @@ def image_inputs(f: Forward) -> dict[str, Any]:
 
 def _geometries(f: Forward, size: int) -> tuple[dict[str, Any], ...]:
     """The tiny tower's geometry in each way processors name it: a square side, a pixel budget
-    (patch-merging towers), a patch as a side pair (Fuyu's), or patch and merge sizes alone."""
+    (patch-merging towers), a patch as a side pair (Fuyu's), patch and merge sizes alone, a tile
+    side, or a shortest edge."""
     vision, config = f.vision, f.config
     square = {"height": size, "width": size}
     patch: Any = getattr(vision, "patch_size", None)
@@ -115,14 +116,15 @@ def _geometries(f: Forward, size: int) -> tuple[dict[str, Any], ...]:
         side = image_side(getattr(config, key))
         if side is not None:
             tiles[f"{key.removesuffix('_vision_config')}_size"] = {"height": side, "width": side}
-    # the tile side of processors that split images into tiles (Idefics3's)
-    tile = {"max_image_size": {"longest_edge": size}}
     return (
         {"size": square, "crop_size": square, "patch_size": patch, "merge_size": merge, **tiles},
-        {"size": {"longest_edge": size}, **tile},
         {"size": pixels_budget, "patch_size": patch, "merge_size": merge, **tiles},
         {"size": square, "patch_size": patch and {"height": patch, "width": patch}},
         {"patch_size": patch, "merge_size": merge, **tiles},
+        # processors that split images into tiles of a side of their own (Idefics3's)
+        {"size": {"longest_edge": size}, "max_image_size": {"longest_edge": size}},
+        # a shortest edge, then a centre crop (ConvNeXt's, which refuse a height and width)
+        {"size": {"shortest_edge": size}, "crop_size": square},
     )
 
 
