@@ -393,8 +393,9 @@ def _sub_configs(config: Any) -> list[Any]:
 
 
 def _shortfall(processor: Any, f: Forward) -> int | None:
-    """None when a forward on the processor's output runs: a text with a placeholder (each of
-    its token strings in turn, or none), and an image or audio for each part it has. Else how
+    """None when a forward on the processor's output runs: an image or audio for each part it
+    has, with a text holding a placeholder (each of its token strings in turn, or none), or alone
+    (ColPali's takes one or the other); images also as one sample's list (Idefics2's). Else how
     many image tokens per image it falls short of the tower's features (0: unknown)."""
     import numpy as np
 
@@ -405,23 +406,35 @@ def _shortfall(processor: Any, f: Forward) -> int | None:
     rng = np.random.default_rng(0)
     media: dict[str, Any] = {}
     if getattr(processor, "image_processor", None) is not None:
+        from PIL import Image  # every processor takes these (Idefics2's nothing else)
+
         side = image_side(f.vision) or 32
-        media["images"] = [rng.integers(0, 256, (2 * side, side, 3), dtype=np.uint8)]
+        pixels = rng.integers(0, 256, (2 * side, side, 3), dtype=np.uint8)
+        media["images"] = [Image.fromarray(pixels)]
     extractor = getattr(processor, "feature_extractor", None) or getattr(
         processor, "audio_processor", None
     )
     if extractor is not None:
         rate = getattr(extractor, "sampling_rate", 16_000)
         media["audio"] = [rng.standard_normal(rate).astype(np.float32)]
+    layouts = [media, *([{**media, "images": [media["images"]]}] if "images" in media else [])]
+    placeholders = dict.fromkeys(["", *_placeholders(processor).values()])
+    texts = [*({"text": [f"{p} a tiny test"]} for p in placeholders), {}]  # {}: media alone
     made = make_inputs(f.model, batch=1, seq=8).forward
     short = 0
-    for placeholder in ["", *dict.fromkeys(_placeholders(processor).values())]:
+    for given in [{**t, **m} for m in layouts for t in texts]:
         try:
-            out = processor(text=[f"{placeholder} a tiny test"], **media, return_tensors="pt")
-        except Exception:  # this placeholder does not suit the processor: the next one
+            out = processor(**given, return_tensors="pt")
+        except Exception:  # this text or layout does not suit the processor: the next one
             continue
         inputs = {k: v for k, v in out.items() if k in f.params}
-        missing = {k: v for k, v in made.items() if k in f.required and k not in inputs}
+        # what the forward requires beside, and a decoder's ids where no labels shift into them
+        decoder = "labels" not in inputs
+        missing = {
+            k: v
+            for k, v in made.items()
+            if k not in inputs and (k in f.required or (decoder and k.startswith("decoder_")))
+        }
         if runs(f.model, Inputs({**inputs, **missing}).to("cpu", f.model.dtype).forward):
             return None
         short = short or _image_token_shortfall(processor, f, inputs)

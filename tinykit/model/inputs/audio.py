@@ -207,16 +207,22 @@ def _windowed(processor: Any, node: Any) -> Any:
 
 def fit_audio_window(data: dict[str, Any], config: Any) -> bool:
     """A Whisper-style extractor's settings (`data`) padding every clip to `chunk_length`
-    seconds set to the tiny encoder's window of 2 x max_source_positions frames, where that is
-    whole seconds; whether they were."""
+    seconds set to the tiny encoder's window of 2 x max_source_positions frames; where those
+    frames are not whole seconds at its hop, the hop is shortened until they are (1,024 frames:
+    160 samples -> 125). Whether they were set."""
+    import math
+
     positions = getattr(config, "max_source_positions", None)
     keys = ("chunk_length", "hop_length", "sampling_rate")
     if not is_int(positions) or not all(is_int(data.get(k)) for k in keys):
         return False
-    samples = 2 * positions * data["hop_length"]
-    if samples % data["sampling_rate"]:
+    frames, rate = 2 * positions, data["sampling_rate"]
+    step = rate // math.gcd(frames, rate)  # the hops, in samples, that give whole seconds
+    hop = data["hop_length"] // step * step
+    if hop == 0:
         return False
-    data["chunk_length"] = samples // data["sampling_rate"]
+    samples = frames * hop
+    data["hop_length"], data["chunk_length"] = hop, samples // rate
     for key, value in (("n_samples", samples), ("nb_max_frames", 2 * positions)):
         if key in data:
             data[key] = value
