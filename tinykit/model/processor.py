@@ -330,7 +330,7 @@ def _config_ids(src: Source, tiny: dict[str, int], vocab_size: int) -> dict[int,
         for key, value in node.items():
             if isinstance(value, dict):
                 walk(value)
-            elif is_int(value) and is_token_key(key):
+            elif isinstance(key, str) and is_int(value) and is_token_key(key):
                 name = key.removesuffix("_id").removesuffix("_index")
                 if name in tiny:
                     mapping[value] = tiny[name]
