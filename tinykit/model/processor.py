@@ -3,7 +3,7 @@ at the tiny geometry, around the tiny tokenizer, checked on the tiny model.
 
 make_tiny runs two steps around the model build:
 
-1. `media_tokens`, before the config is shrunk: the processor's placeholder tokens (`<image>`,
+1. `add_media_tokens`, before the config is shrunk: the processor's placeholder tokens (`<image>`,
    and those it adds itself, such as Idefics3's `<fake_token_around_image>`) become special
    tokens of the tiny tokenizer, and the config's ids of them (`image_token_id`,
    `image_token_index`, ...) are mapped to theirs. The vocab grows by the tokens added.
@@ -93,14 +93,20 @@ def _media_tokens(tmp: Path, src: Source, vocab_size: int) -> tuple[int, dict[in
     if _has_own_files(src) or "auto_map" in src.config:
         return None
     cls = processor_class(src.model_type)
-    if cls is None or "tokenizer" not in cls.get_attributes() or _tokenizer(tmp) is None:
+    if cls is None or "tokenizer" not in cls.get_attributes():
         return None
     parts = _default_parts(cls, src.model_type)
     processor, tokenizer, before = _built_with_named_tokens(cls, tmp, parts)
+    if tokenizer is None:  # no tokenizer transformers loads alone: no processor around it
+        return None
+    new: list[str] = []
     if processor is not None:  # its tokens, and those it added to its tokenizer as it built
         added = sorted((i, t) for t, i in tokenizer.get_added_vocab().items() if i >= before)
         missing = [t for t in _placeholders(processor).values() if not _is_token(tokenizer, t)]
-        _add_special_tokens(tmp, list(dict.fromkeys([*(t for _, t in added), *missing])))
+        new = list(dict.fromkeys([*(t for _, t in added), *missing]))
+        _add_special_tokens(tmp, new)
+    if not new and before == vocab_size:  # nothing added, by name or otherwise
+        return None
     grown = _tokenizer(tmp)
     if grown is None:
         raise TinyArtifactInvalid(
@@ -120,15 +126,15 @@ NAMED_TOKEN = re.compile(r"\w+ has no attribute (\w+_token)(?:_id)?")
 
 
 def _built_with_named_tokens(cls: Any, folder: Path, parts: dict[str, Any]) -> tuple[Any, Any, int]:
-    """`cls` built around the tokenizer in `folder`, its length then, and the processor (None:
-    it does not build). A processor that reads a named token of its tokenizer this one lacks
+    """`cls` built around the tokenizer in `folder` (None: it does not build), that tokenizer
+    (None: it does not load) and its length then. A processor that reads a named token of its tokenizer this one lacks
     (Gemma 3's `tokenizer.boi_token`, DeepSeek-VL's `image_token`) gets it first: `<boi>`, a
     special token named in tokenizer_config.json, as the real repos' tokenizers name theirs."""
     named: set[str] = set()
     while True:
         tokenizer = _tokenizer(folder)
-        if tokenizer is None:  # checked by the caller: the files loaded before
-            raise TinyArtifactInvalid(f"the tiny tokenizer in {folder} no longer loads.")
+        if tokenizer is None:
+            return None, None, 0
         before = len(tokenizer)
         try:
             return cls(**{**parts, "tokenizer": tokenizer}), tokenizer, before
@@ -150,16 +156,23 @@ def ship_processor(tmp: Path, src: Source, model: Any, shrunk: ShrunkConfig) -> 
     import torch
 
     from tinykit.model.inputs.audio import audio_extractor
-    from tinykit.model.inputs.image import image_processor, reads_video, video_processor
+    from tinykit.model.inputs.image import (
+        image_processor,
+        reads_images,
+        reads_video,
+        video_processor,
+    )
 
     f = Forward.of(model, 1, 8, torch.Generator().manual_seed(0))
     video = video_processor(f) if reads_video(f) else None
-    image = None if video else image_processor(f)
-    audio = audio_extractor(f)
+    image = image_processor(f) if not video and reads_images(f) else None
+    audio = audio_extractor(f)  # (None, at once, for a forward that reads no audio)
     found = {"video": video, "image": image, "audio": audio}
     parts = {table: made[0] for table, made in found.items() if made is not None}
+    if not parts:  # a text model, or a tower no processor fits: nothing to ship
+        return
     cls = processor_class(src.model_type)
-    tokenizer = _tokenizer(tmp)
+    tokenizer = _tokenizer(tmp) if cls is not None else None
     if cls is not None and tokenizer is not None:
         wanted = {a: PARTS.get(a) for a in cls.get_attributes() if a != "tokenizer"}
         subs = {a: parts.get(table or "") for a, table in wanted.items()}
@@ -420,7 +433,7 @@ def _shortfall(processor: Any, f: Forward) -> int | None:
     layouts = [media, *([{**media, "images": [media["images"]]}] if "images" in media else [])]
     placeholders = dict.fromkeys(["", *_placeholders(processor).values()])
     texts = [*({"text": [f"{p} a tiny test"]} for p in placeholders), {}]  # {}: media alone
-    made = make_inputs(f.model, batch=1, seq=8).forward
+    made: dict[str, Any] = {}
     short = 0
     for given in [{**t, **m} for m in layouts for t in texts]:
         try:
@@ -430,11 +443,10 @@ def _shortfall(processor: Any, f: Forward) -> int | None:
         inputs = {k: v for k, v in out.items() if k in f.params}
         # what the forward requires beside, and a decoder's ids where no labels shift into them
         decoder = "labels" not in inputs
-        missing = {
-            k: v
-            for k, v in made.items()
-            if k not in inputs and (k in f.required or (decoder and k.startswith("decoder_")))
-        }
+        wanted = {n for n in f.params if n in f.required or (decoder and n.startswith("decoder_"))}
+        if wanted - set(inputs) and not made:
+            made = make_inputs(f.model, batch=1, seq=8).forward
+        missing = {k: v for k, v in made.items() if k in wanted and k not in inputs}
         if runs(f.model, Inputs({**inputs, **missing}).to("cpu", f.model.dtype).forward):
             return None
         short = short or _image_token_shortfall(processor, f, inputs)
