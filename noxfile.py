@@ -30,7 +30,9 @@ LINTED = ("tinykit", "tests", "benchmarks")
 @nox.session
 def lint(session: nox.Session) -> None:
     """ruff check, ruff format --check and mypy, as configured in pyproject.toml."""
-    _install(session)  # ruff and mypy come with the test extra; mypy reads installed packages' hints
+    _install(
+        session
+    )  # ruff and mypy come with the test extra; mypy reads installed packages' hints
     session.run("ruff", "check", *LINTED)
     session.run("ruff", "format", "--check", *LINTED)
     session.run("mypy", "tinykit")
@@ -88,3 +90,12 @@ def peft(session: nox.Session) -> None:
     _install(session)
     env = {"PEFT_LORA_SAMPLE": session.posargs[0]} if session.posargs else {}
     session.run("bash", "tests/clients/peft.sh", env=env, external=True)
+
+
+@nox.session
+def setfit(session: nox.Session) -> None:
+    """SetFit 1.2.0's own tests against stand-ins drafted by `standins discover`
+    (tests/clients/setfit.sh); `-- FILE...` runs other files of its sdist."""
+    _install(session)
+    env = {"SETFIT_FILES": " ".join(session.posargs)} if session.posargs else {}
+    session.run("bash", "tests/clients/setfit.sh", env=env, external=True)

@@ -63,18 +63,18 @@ def main() -> None:
 
     logging.set_verbosity_error()
     logging.disable_progress_bar()
-    from tinykit.model.build import build
+    from tinykit.model.build import make_tiny
 
     folders = sorted(p.parent for p in HUB_FILES.glob("*/*/config.json") if "chatglm" not in str(p))
     with tempfile.TemporaryDirectory() as tmp:
-        build("llama", Path(tmp) / "warmup")  # first build pays transformers' imports
+        make_tiny("llama", Path(tmp) / "warmup")  # first build pays transformers' imports
         rows = []
         print(
             f"{'config':45s} {'tinykit bytes':>14s} {'s':>6s} | {'naive bytes':>14s} {'s':>6s} | ratio"
         )
         for folder in folders:
             name = f"{folder.parent.name}/{folder.name}"
-            t = build(folder, Path(tmp) / "t" / name)
+            t = make_tiny(folder, Path(tmp) / "t" / name)
             nb, ns, note = naive(folder, Path(tmp) / "n" / name)
             ratio = nb / t.bytes if nb else float("nan")
             rows.append((name, t.bytes, t.seconds, nb, ns, ratio, note))

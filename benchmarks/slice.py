@@ -107,7 +107,7 @@ def main() -> None:
                     n = next(counter)
                     with use_endpoint(hub.endpoint, cache_dir=work / f"cache-s{n}"):
                         out = work / f"slice-{n}"
-                        tinykit.slice_model(repo, args.layers, out)
+                        tinykit.slice_model(repo, out, layers=args.layers)
                         return out
 
                 def download_once(repo=repo) -> Path:

@@ -244,11 +244,11 @@ def llama_backward() -> None:
 
 def llama_data_probed() -> None:
     """The data case, with the batch recorded by a probe: the probe is named instead."""
-    from tinykit.numerics.determinism import probe
+    import tinykit
 
     model = tiny_llama()
     for batch in _batches(shuffle_unseeded=True):
-        probe("batch", batch)
+        tinykit.probe("batch", batch)
         model(input_ids=batch, labels=batch).loss.backward()
 
 

@@ -55,10 +55,13 @@ def test_first_bad_commit_with_the_unbuildable_one_skipped(repo):
     assert result.subject == "commit 41"
     assert result.skipped == [sha(repo, 20)]
     assert all(
-        s["note"] == "tkrepo from tkrepo/__init__.py"
+        s.note == "tkrepo from tkrepo/__init__.py" and s.runs[0].exit_code == (s.outcome == "bad")
         for s in result.steps
-        if s["outcome"] in ("good", "bad")
+        if s.outcome in ("good", "bad")
     )
+    assert result.steps[0].point == sha(repo, 0) and result.steps[0].subject == "commit 0"
+    table = result.render()
+    assert table.startswith("commit     outcome") and f"{sha(repo, 20)[:10]} skip" in table
     assert git(repo, "status", "--porcelain").stdout == ""  # the clone's checkout is untouched
     assert git(repo, "worktree", "list").stdout.count("\n") == 1
 

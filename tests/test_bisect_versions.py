@@ -37,7 +37,7 @@ def test_first_bad_release_and_env_diff_of_the_ends(wheels, env_cache):
     assert [s.point for s in result.steps] == ["1.0", "1.9", "1.4", "1.6", "1.5"]
     assert all(r.exit_code == (s.outcome == "bad") for s in result.steps for r in s.runs)
     assert {"section": "packages", "key": "tkdemo", "a": "1.5", "b": "1.6"} in result.env_diff
-    assert "first bad: tkdemo 1.6 (last good: 1.5)" in result.render()
+    assert "first bad version: tkdemo 1.6 (last good: 1.5)" in result.render()
 
 
 def test_flaky_release_is_reported_not_guessed(wheels, env_cache):

@@ -9,8 +9,9 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tinykit.model.config import _split_like, shrink_config
+from tinykit.model.config import shrink_config
 from tinykit.model.coverage import sweep
+from tinykit.model.shrink.rope import split_like
 from tinykit.model.size import MULTIMODAL_BUDGET
 from tinykit.model.spec import ShrinkSpec
 
@@ -24,7 +25,7 @@ def _shrunk(model_type: str, **spec):
 )
 def test_mrope_sections_equal_in_the_source_stay_equal_and_fill_the_head(pair, other, total, swap):
     parts = [other, pair, pair] if swap else [pair, pair, other]
-    out = _split_like(parts, total)
+    out = split_like(parts, total)
     assert sum(out) == total and all(v >= 1 for v in out)
     if pair != other:  # the two equal sections, wherever they are, stay equal
         equal = [v for v, p in zip(out, parts, strict=True) if p == pair]

@@ -170,6 +170,14 @@ def test_bad_arguments_are_usage_errors(kwargs, match):
         check_determinism(cases.plain_mlp_step, **kwargs)
 
 
+def test_the_old_positional_options_still_work_for_one_release_and_warn():
+    with pytest.warns(DeprecationWarning, match=r"Write check_determinism\(fn, runs=\.\.\., mode="):
+        report = check_determinism(cases.plain_mlp_step, 3, "inprocess")
+    assert (report.runs, report.mode, len(report.seconds)) == (3, "inprocess", 3)
+    with pytest.raises(TypeError, match="multiple values for runs"):
+        check_determinism(cases.plain_mlp_step, 3, runs=2)
+
+
 def test_process_mode_refuses_functions_a_child_cannot_import():
     with pytest.raises(UsageError, match="lambda, a nested function"):
         check_determinism(lambda: None, mode="process")

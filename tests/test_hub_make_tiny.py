@@ -17,7 +17,7 @@ from conftest import HUB_FILES, REPO
 from tinykit.errors import UnsupportedModelError
 from tinykit.hub.client import download_source, push_folder, use_endpoint
 from tinykit.hub.server import serve
-from tinykit.model.build import build
+from tinykit.model.build import make_tiny
 
 SOURCE_ONLY = ("command", "source")  # manifest keys that name the source, so differ by design
 
@@ -35,7 +35,10 @@ def builds(hub, tmp_path_factory):
     """Every native dev-set repo built twice: from its local folder and from its Hub id."""
     out = tmp_path_factory.mktemp("builds")
     return {
-        repo_id(f): (build(f, out / "local" / f.name), build(repo_id(f), out / "hub" / f.name))
+        repo_id(f): (
+            make_tiny(f, out / "local" / f.name),
+            make_tiny(repo_id(f), out / "hub" / f.name),
+        )
         for f in NATIVE
     }
 
@@ -73,7 +76,7 @@ def test_remote_code_repo_fails_through_the_hub_as_it_does_locally(hub, tmp_path
     assert {"THUDM/chatglm3-6b"} == REMOTE_ONLY and len(CONFIGS) == 26
     for source in ("THUDM/chatglm3-6b", HUB_FILES / "THUDM/chatglm3-6b"):
         with pytest.raises(UnsupportedModelError, match="--trust-remote-code"):
-            build(source, tmp_path / "out")
+            make_tiny(source, tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
 

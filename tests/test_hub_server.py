@@ -9,6 +9,7 @@ import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from conftest import HUB_FILES
@@ -18,6 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tinykit.hub.server import HubServer, serve
+from tinykit.hub.server.handler import ROUTES
+from tinykit.hub.server.routes import find_route
 
 _PROPERTY_SETTINGS = dict(
     max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
@@ -282,3 +285,52 @@ def test_failed_and_slow_responses_are_injected_and_counted(tiny_hub, weights_re
 def test_server_listens_on_loopback_only(tiny_hub):
     assert tiny_hub.endpoint.startswith("http://127.0.0.1:")
     assert tiny_hub.cdn_endpoint.startswith("http://127.0.0.1:")
+
+
+def test_every_route_is_one_that_real_clients_send(tiny_hub, weights_repo, tmp_path):
+    """Each row of ROUTES answers a real huggingface_hub call, and every request those calls
+    send has a row. (The Xet token rows excepted: no client asks a server that never offers
+    Xet; they answer 501 with how to turn Xet off.)"""
+    api = HfApi()
+    tiny_hub.add_model("org/bert", weights_repo)
+    hf_hub_download("org/bert", "model.safetensors")  # resolve, then the CDN
+    snapshot_download("org/bert", allow_patterns=["*.json"])  # revision, tree
+    api.model_info("org/bert")
+    api.get_paths_info("org/bert", ["config.json"])
+    api.list_repo_refs("org/bert")
+    assert api.whoami()["name"] == "tinykit"
+    api.create_repo("org/pushed")
+    upload = tmp_path / "upload"
+    upload.mkdir()
+    (upload / "README.md").write_text("---\nlicense: mit\n---\n")  # validate-yaml
+    # LFS: batch, upload, verify (bytes no other test uploaded: the server keeps LFS objects)
+    (upload / "model.safetensors").write_bytes(str(tmp_path).encode() * 100)
+    api.upload_folder(folder_path=upload, repo_id="org/pushed")  # preupload, commit
+    assert [r for r in tiny_hub.log if r.status >= 400] == []
+    for token in ("read", "write"):
+        status, _, body = _raw(tiny_hub, "GET", f"/api/models/org/bert/xet-{token}-token/main")
+        assert status == 501 and b"HF_HUB_DISABLE_XET" in body
+    answered = [find_route(ROUTES, r.method, urlsplit(r.path).path) for r in tiny_hub.log]
+    assert None not in answered
+    assert {route.template for route, _ in answered} == {route.template for route in ROUTES}
+
+
+@pytest.mark.parametrize(
+    "method,path",
+    [
+        ("DELETE", "/api/models/org/bert"),
+        ("POST", "/org/bert/resolve/main/config.json"),
+        ("GET", "/api/repos/create"),
+        ("GET", "/api/models/org/bert/commit/main"),
+        ("GET", "/api/x/resolve/main/config.json"),  # /api/ is never a repo path
+        ("GET", "/api/models/org/bert/unknown"),
+    ],
+)
+def test_a_method_or_path_no_route_lists_is_a_404(tiny_hub, weights_repo, method, path):
+    tiny_hub.add_model("org/bert", weights_repo)
+    tiny_hub.add_model("api/x", weights_repo)
+    before = sorted(p.name for p in weights_repo.iterdir())
+    status, headers, body = _raw(tiny_hub, method, path)
+    assert status == 404 and json.loads(body)["error"].startswith("no such endpoint"), body
+    assert sorted(p.name for p in weights_repo.iterdir()) == before
+    assert [r.kind for r in tiny_hub.log] == ["other"]

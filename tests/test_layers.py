@@ -27,7 +27,7 @@ FLOORS: list[set[str]] = [
     {"numerics", "source"},
     {"repro", "distributed", "hub"},
     {"testing", "_child", "_files", "_suggest"},
-    {"_devices", "_versions", "errors", "_progress"},
+    {"_devices", "_versions", "errors", "_progress", "_deprecate"},
 ]
 
 # Upward imports tolerated while being moved out: none left (keep it that way).

@@ -12,7 +12,7 @@ from conftest import HUB_FILES
 
 import tinykit
 from tinykit.errors import UnsupportedModelError
-from tinykit.model.build import build
+from tinykit.model.build import make_tiny
 from tinykit.model.config import shrink_config
 from tinykit.model.spec import ShrinkSpec
 from tinykit.model.verify import block_types
@@ -33,7 +33,7 @@ def source_block_types(folder) -> dict[str, list[str]]:
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     out = tmp_path_factory.mktemp("dev-set")
-    return {repo_id(f): build(f, out / f.name) for f in NATIVE}
+    return {repo_id(f): make_tiny(f, out / f.name) for f in NATIVE}
 
 
 def test_dev_set_has_the_25_native_repos():
@@ -143,9 +143,9 @@ def test_a_vision_tower_failing_on_sample_pixels_is_a_finding_not_a_traceback(tm
     source = HUB_FILES / "Qwen/Qwen2.5-VL-7B-Instruct"
     spec = dict(hidden=10, heads=1, kv_heads=1, recipes=(str(recipe),))
     with pytest.raises(TinyArtifactInvalid, match="sample inputs cannot be made: RuntimeError"):
-        build(source, tmp_path / "checked", **spec)
+        make_tiny(source, tmp_path / "checked", **spec)
     assert not (tmp_path / "checked").exists()
-    build(source, tmp_path / "unchecked", check=False, **spec)
+    make_tiny(source, tmp_path / "unchecked", check=False, **spec)
     report = verify(tmp_path / "unchecked")
     assert not report.ok and report.problems[-1].startswith("sample inputs cannot be made")
 

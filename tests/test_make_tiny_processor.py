@@ -13,7 +13,7 @@ import torch
 import transformers
 from conftest import HUB_FILES
 
-from tinykit.model.build import build
+from tinykit.model.build import make_tiny
 from tinykit.model.inputs.placement import image_feature_count
 from tinykit.model.load import load_model
 from tinykit.model.processor import shipped_processor
@@ -29,7 +29,7 @@ def bare(tmp_path_factory):
 
     def get(model_type: str):
         if model_type not in built:
-            built[model_type] = build(model_type, out / model_type, check=False).path
+            built[model_type] = make_tiny(model_type, out / model_type, check=False).path
         return built[model_type]
 
     return get
@@ -122,13 +122,15 @@ def test_what_loads_a_folders_processor_is_named(bare, tmp_path):
 
 
 def test_same_inputs_give_the_same_processor_and_tokenizer_bytes(bare, tmp_path):
-    again = build("idefics3", tmp_path / "again", check=False).path
+    again = make_tiny("idefics3", tmp_path / "again", check=False).path
     for name in ("processor_config.json", "tokenizer.json", "tokenizer_config.json", "config.json"):
         assert (again / name).read_bytes() == (bare("idefics3") / name).read_bytes(), name
 
 
 def test_a_source_with_processor_files_keeps_them_at_the_tiny_geometry(tmp_path):
-    folder = build(HUB_FILES / "llava-hf" / "llava-1.5-7b-hf", tmp_path / "llava", check=False).path
+    folder = make_tiny(
+        HUB_FILES / "llava-hf" / "llava-1.5-7b-hf", tmp_path / "llava", check=False
+    ).path
     processor = transformers.AutoProcessor.from_pretrained(folder)
     model = load_model(folder).eval()
     side = model.config.vision_config.image_size

@@ -20,7 +20,7 @@ import tinykit
 from tinykit.errors import UsageError
 from tinykit.memory.history import dump_snapshot, memory_history, rank_path
 from tinykit.memory.leaks import MemoryLeakDetected, check_leaks
-from tinykit.memory.project import fit, plan_projection
+from tinykit.memory.project import fit, measure_step, plan_projection
 from tinykit.memory.sizes import format_bytes, parse_size
 from tinykit.memory.track import MemoryBudgetExceeded, MemoryReport, track_memory
 
@@ -172,6 +172,17 @@ def test_projection_plans_cover_every_block_type_with_a_solvable_system(repo, ty
         assert plan.counts[f"+{t}"][t] > plan.counts["base"][t]
     rows = [[1, *(c[t] for t in types)] for c in plan.counts.values()]
     assert abs(float(torch.linalg.det(torch.tensor(rows, dtype=torch.float64)))) > 0.5
+
+
+def test_a_projection_step_builds_the_class_make_tiny_would_and_measures_it():
+    raw = json.loads((HUB_FILES / "facebook/opt-125m" / "config.json").read_text())
+    raw.update(num_hidden_layers=1, hidden_size=32, ffn_dim=64, word_embed_proj_dim=32)
+    raw.update(num_attention_heads=4, vocab_size=128)
+    got = measure_step(raw, seq=8, batch=1, dtype="float32", train=False, optimizer="adamw")
+    from transformers import OPTConfig, OPTForCausalLM
+
+    assert got["params"] == OPTForCausalLM(OPTConfig(**raw)).num_parameters()
+    assert got["where"] == "host" and got["peak"] >= 0
 
 
 @given(

@@ -226,3 +226,31 @@ def test_it_runs_inside_a_recorder_and_is_exported_lazily():
         model(torch.ones(1, 2)).sum().backward()
     assert [r.module for r in outer.records if r.kind == "forward"] == ["0", "1", "Sequential"]
     assert tinykit.NumericsError is NumericsError
+
+
+def test_the_old_positional_options_still_work_for_one_release_and_say_the_new_form():
+    model = nn.Sequential(nn.Linear(2, 2), LogOfZero())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)  # the new form does not warn
+        with pytest.raises(NumericsError), detect_anomalies(model, inf=True):
+            model(torch.ones(1, 2))
+    # 0.1's detect_anomalies(model, grads, inf, warn_above, abort): abort=False collects
+    new_form = (
+        r"detect_anomalies\(model, grads=\.\.\., inf=\.\.\., warn_above=\.\.\., abort=\.\.\.\)"
+    )
+    with (
+        pytest.warns(DeprecationWarning, match=new_form),
+        pytest.warns(NumericsWarning),
+        detect_anomalies(model, True, True, None, False) as det,
+    ):
+        model(torch.ones(1, 2))
+    assert [a["module"] for a in det.anomalies] == ["1"]
+    with pytest.raises(TypeError, match="multiple values for inf"):
+        detect_anomalies(model, True, True, inf=False)
+    with pytest.raises(TypeError, match="at most 7 positional"):
+        detect_anomalies(model, *[True] * 7)
+
+
+class LogOfZero(nn.Module):
+    def forward(self, x):
+        return torch.log(x - x)

@@ -245,3 +245,17 @@ def test_the_pytest_marker_and_fixtures(pytester):
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.re_match_lines([r".*NumericsError: NaN \(1 of 2\) in input\[0\] of 'Linear'"])
     result.stdout.fnmatch_lines(["*tinykit numerics*"])
+
+
+def test_records_old_positional_options_still_work_and_warn(tiny_model):
+    model, _ = tiny_model("tiny-llama")
+    new_form = r"Write record\(model, modules=\.\.\., what=\.\.\.\)"
+    with (
+        pytest.warns(DeprecationWarning, match=new_form),
+        tinykit.record(model, "lm_head", ("output",)) as old,
+    ):
+        model(input_ids=IDS)
+    with tinykit.record(model, modules="lm_head", what=("output",)) as new:
+        model(input_ids=IDS)
+    assert [(r.module, r.kind) for r in old.records] == [("lm_head", "forward")]
+    assert [r.outputs for r in old.records] == [r.outputs for r in new.records]

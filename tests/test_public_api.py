@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
 import re
 from pathlib import Path
@@ -18,6 +19,22 @@ MAPPED = re.findall(r"^(tinykit/\S+)", FILE_MAP, re.M)
 @pytest.mark.parametrize("name", tinykit.__all__)
 def test_every_public_name_loads(name):
     assert getattr(tinykit, name) is not None
+
+
+def test_type_checkers_see_the_same_face():
+    # `__all__` is derived from _LAZY and _MODULES; the TYPE_CHECKING imports are a hand list
+    tree = ast.parse((REPO / "tinykit" / "__init__.py").read_text())
+    block = next(
+        n for n in tree.body if isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test)
+    )
+    static = {
+        a.asname or a.name
+        for n in ast.walk(block)
+        if isinstance(n, ast.ImportFrom)
+        for a in n.names
+    }
+    assert static == {*tinykit._LAZY, *tinykit._MODULES}
+    assert list(tinykit._LAZY) == sorted(tinykit._LAZY)
 
 
 @pytest.mark.parametrize("path", [p for p in MAPPED if "<" not in p])

@@ -9,20 +9,20 @@ import pytest
 from conftest import HUB_FILES
 
 import tinykit
-from tinykit.model.build import build
+from tinykit.model.build import make_tiny
 
 
 @pytest.mark.parametrize("source", ["qwen3_moe", str(HUB_FILES / "google/gemma-3-4b-it")])
 def test_two_builds_give_identical_sha256_for_every_file(source, tmp_path):
-    a = build(source, tmp_path / "a", seed=3).files
-    b = build(source, tmp_path / "b", seed=3).files
+    a = make_tiny(source, tmp_path / "a", seed=3).files
+    b = make_tiny(source, tmp_path / "b", seed=3).files
     assert a == b
     assert {"config.json", "model.safetensors", "README.md", "tinykit.json"} <= set(a)
 
 
 def test_another_seed_gives_other_weights(tmp_path):
-    a = build("qwen3", tmp_path / "a", seed=1).files["model.safetensors"]
-    b = build("qwen3", tmp_path / "b", seed=2).files["model.safetensors"]
+    a = make_tiny("qwen3", tmp_path / "a", seed=1).files["model.safetensors"]
+    b = make_tiny("qwen3", tmp_path / "b", seed=2).files["model.safetensors"]
     assert a["sha256"] != b["sha256"] and a["bytes"] == b["bytes"]
 
 

@@ -16,6 +16,7 @@ import torch
 
 import tinykit
 from tinykit.cli import main as cli_main
+from tinykit.errors import UsageError
 
 MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -66,7 +67,7 @@ def tensors(path: Path) -> dict[str, torch.Tensor]:
 
 def test_two_layer_slice_of_local_minilm_equals_the_full_models_second_hidden_state(tmp_path):
     out = tmp_path / "slice"
-    result = tinykit.slice_model(minilm_folder(), 2, out, check=True)
+    result = tinykit.slice_model(minilm_folder(), out, layers=2, check=True)
 
     assert result.layer_map == {"encoder.layer": [0, 1]}
     assert result.check and all(v["equal"] for v in result.check.values())
@@ -84,7 +85,7 @@ def test_two_layer_slice_of_local_minilm_equals_the_full_models_second_hidden_st
 
 def test_explicit_layers_take_those_source_layers_renumbered(tmp_path):
     out = tmp_path / "slice"
-    result = tinykit.slice_model(str(minilm_folder()), "0,5", out, check=True)
+    result = tinykit.slice_model(str(minilm_folder()), out, layers="0,5", check=True)
 
     assert result.layer_map == {"encoder.layer": [0, 5]}
     source = tensors(minilm_folder() / "model.safetensors")
@@ -97,9 +98,27 @@ def test_explicit_layers_take_those_source_layers_renumbered(tmp_path):
     )
 
 
+def test_the_old_order_slice_model_source_layers_out_still_works_and_warns(tmp_path):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)  # the new form does not warn
+        new = tinykit.slice_model(minilm_folder(), tmp_path / "new", layers=1)
+    new_form = r"Write slice_model\(source, out, layers=\.\.\.\)"
+    with pytest.warns(DeprecationWarning, match=new_form):
+        old = tinykit.slice_model(minilm_folder(), 1, tmp_path / "old")
+    with pytest.warns(DeprecationWarning, match=new_form):
+        keyword_out = tinykit.slice_model(minilm_folder(), [0], out=tmp_path / "keyword-out")
+    assert old.layer_map == keyword_out.layer_map == new.layer_map == {"encoder.layer": [0]}
+    for name in ("model.safetensors", "config.json"):
+        assert (tmp_path / "old" / name).read_bytes() == (tmp_path / "new" / name).read_bytes()
+    with pytest.warns(DeprecationWarning), pytest.raises(UsageError, match="needs out=DIR"):
+        tinykit.slice_model(minilm_folder(), 2)  # 0.1 refused it too: no folder to write
+
+
 def test_bfloat16_slice_converts_every_float_tensor(tmp_path):
     out = tmp_path / "slice"
-    tinykit.slice_model(minilm_folder(), 1, out, dtype="bfloat16", max_shard_bytes=8_000_000)
+    tinykit.slice_model(minilm_folder(), out, layers=1, dtype="bfloat16", max_shard_bytes=8_000_000)
 
     index = json.loads((out / "model.safetensors.index.json").read_text())
     shards = sorted(set(index["weight_map"].values()))
@@ -137,7 +156,7 @@ def test_auto_slices_keep_every_block_type_and_equal_the_model_with_layers_skipp
     from conftest import HUB_FILES
 
     built = tinykit.make_tiny(HUB_FILES / source, tmp_path / "tiny", layers=depth)
-    result = tinykit.slice_model(built, "auto", tmp_path / "slice", check=True)
+    result = tinykit.slice_model(built, tmp_path / "slice", layers="auto", check=True)
 
     assert result.layer_map == want
     assert result.check and all(v["equal"] for v in result.check.values())
@@ -159,7 +178,7 @@ def test_hub_slice_reads_only_the_kept_tensors_and_equals_the_truncated_model(ti
     folder = minilm_folder()
     tiny_hub.add_model(MINILM_ID, folder)
     out = tmp_path / "slice"
-    result = tinykit.slice_model(MINILM_ID, 2, out)
+    result = tinykit.slice_model(MINILM_ID, out, layers=2)
 
     weights = folder / "model.safetensors"
     requested = weight_bytes_requested(
@@ -251,7 +270,7 @@ import psutil, torch, transformers, huggingface_hub, httpx2  # the baseline hold
 from transformers import LlamaConfig  # and the config class the slice loads
 from tinykit.slice.build import slice_model
 baseline = psutil.Process().memory_info().rss
-result = slice_model(sys.argv[1], 2, sys.argv[2])
+result = slice_model(sys.argv[1], sys.argv[2], layers=2)
 # VmHWM, not ru_maxrss: Linux carries ru_maxrss over exec, so it would hold pytest's own peak.
 status = open("/proc/self/status").read()
 peak = int(status.split("VmHWM:")[1].split()[0]) * 1024

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from tinykit.errors import ShrinkConstraintError, TinykitError
-from tinykit.model.build import build
+from tinykit.model.build import make_tiny
 from tinykit.model.spec import ShrinkOptions, ShrinkSpec
 
 
@@ -89,7 +89,7 @@ def test_any_spec_within_bounds_builds_a_working_model_or_fails_cleanly(tmp_path
     def check(folder, spec):
         out = tmp_path_factory.mktemp("prop") / "tiny"
         try:
-            result = build(folder, out, **spec)
+            result = make_tiny(folder, out, **spec)
         except TinykitError as e:
             assert str(e) and "\n" not in str(e), repo_id(folder)
             assert not out.exists()
@@ -118,7 +118,28 @@ def test_the_make_tiny_keywords_are_the_spec_fields():
 def test_an_odd_expert_width_is_rounded_up_so_grouped_expert_matmuls_run(tmp_path):
     # Mixtral's intermediate_size is its experts' width: at 13 float32 values (52-byte rows)
     # torch's grouped matmul failed ("strides should be multiple of 16 bytes")
-    built = build("mixtral", tmp_path / "mixtral", intermediate=13)
+    built = make_tiny("mixtral", tmp_path / "mixtral", intermediate=13)
     config = json.loads((built.path / "config.json").read_text())
     assert config["intermediate_size"] == 16
     assert config["num_local_experts"] >= 2
+
+
+def test_positions_below_twice_the_rope_factor_keep_two_original_positions(tmp_path):
+    # Phi-3-mini-128k's LongRoPE implies factor 32 (131072 / 4096); at 32 positions the original
+    # length was cut to 1 and transformers divided by log(1) while building the model.
+    from conftest import HUB_FILES
+
+    out = make_tiny(
+        HUB_FILES / "microsoft" / "Phi-3-mini-128k-instruct",
+        tmp_path / "t",
+        max_positions=32,
+        hidden=8,
+        heads=1,
+        kv_heads=1,
+        intermediate=4,
+        vocab=330,
+    )
+    config = json.loads((out / "config.json").read_text())
+    assert config["max_position_embeddings"] == 32
+    assert config["original_max_position_embeddings"] == 2
+    assert config["rope_parameters"]["factor"] == 16

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from tinykit.errors import UsageError
 from tinykit.standins.discover import RepoRequests, discover, draft_manifest, guess_source
+from tinykit.standins.draft import DEFAULT_SOURCE
 from tinykit.standins.manifest import load_manifest, parse_manifest
 
 # one small model (at main and at refs/pr/1) and one synthetic dataset
@@ -170,7 +171,7 @@ def test_discover_records_what_a_real_command_asks_for(tmp_path):
         """
     )
     out = tmp_path / "draft.toml"
-    result = discover([sys.executable, "-c", script], out)
+    result = discover([sys.executable, "-c", script], out, passes=1)
     assert result.returncode == 0
     assert set(result.repos) == {
         ("model", "peft-internal-testing/tiny-random-BertForSequenceClassification"),
@@ -180,12 +181,14 @@ def test_discover_records_what_a_real_command_asks_for(tmp_path):
     }
     draft = load_manifest(out)  # the draft parses: the guessed entries, TODOs commented out
     entries = {e.repo_id: e for e in draft.entries}
-    assert set(entries) == {"peft-internal-testing/tiny-random-BertForSequenceClassification", "hf-internal-testing/tiny-random-gpt2"}  # fmt: skip
+    assert set(entries) == {"peft-internal-testing/tiny-random-BertForSequenceClassification", "hf-internal-testing/tiny-random-gpt2", "someone/mystery"}  # fmt: skip
+    assert entries["someone/mystery"].source == DEFAULT_SOURCE  # said so in a comment
     bert = entries["peft-internal-testing/tiny-random-BertForSequenceClassification"]
     assert (bert.source, bert.options) == ("bert", {"model_class": "BertForSequenceClassification"})
     assert list(entries["hf-internal-testing/tiny-random-gpt2"].revisions) == ["refs/pr/1"]
     text = out.read_text()
-    assert '# [models."someone/mystery"]' in text and '# [datasets."org/data"]' in text
+    assert "# source: no model_type or class in its name" in text
+    assert '# [datasets."org/data"]' in text and "# TODO (a dataset: " in text
     assert "# asked for: config.json" in text
 
 
@@ -222,7 +225,7 @@ _NAME = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,20}", fullmatch=True)
 def test_every_draft_is_a_valid_manifest_of_its_guessed_models(repos):
     text = draft_manifest(repos, ["pytest", "-k", "it's"])
     data = tomllib.loads(text)
-    guessed = {r for (t, r) in repos if t == "model" and guess_source(r)}
+    guessed = {r for (t, r) in repos if t == "model"}  # a name that says nothing: DEFAULT_SOURCE
     assert set(data.get("models", {})) == guessed and "datasets" not in data
     if guessed and len({r.lower() for r in guessed}) == len(guessed):
         assert {e.repo_id for e in parse_manifest(data).entries} == guessed

@@ -11,11 +11,10 @@ from hypothesis import strategies as st
 from tests.conftest import HUB_FILES
 from tinykit import ShrinkSpec, make_tiny
 from tinykit.errors import UnsupportedModelError
-from tinykit.model.build import config_for, model_class
+from tinykit.model.build import class_and_config
 from tinykit.model.coverage import text_model_types, upstream_error
 from tinykit.model.inputs import make_inputs
 from tinykit.model.recipes import recipe_for
-from tinykit.source import Source
 from tinykit.strategies import shrink_specs, tiny_configs, token_batches
 
 # Every text model type `tinykit coverage` sweeps gets tiny configs; these few also build models.
@@ -89,9 +88,8 @@ def test_tiny_configs_build_models_that_train(model_type):
     @settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(tiny_configs(model_type))
     def check(config):
-        source = Source("model_type", model_type, None, {"model_type": model_type}, "")
-        cls = model_class(source, config, False)
-        model = cls._from_config(config_for(cls, config))
+        cls, config = class_and_config({"model_type": model_type}, config, name=model_type)
+        model = cls._from_config(config)
         assert sum(p.numel() for p in model.parameters()) < 2_000_000
         made = make_inputs(model, labels=True)
         out = model(**made.forward, **made.labels)

@@ -66,14 +66,14 @@ def seed_backends(torch: Any) -> list[Any]:
     return found
 
 
-def gpu_count(kind: str | None = None) -> int:
+def gpu_count(device_type: str | None = None) -> int:
     """Visible CUDA devices (else XPU, NPU, ... devices), counted without initialising CUDA.
 
-    ``kind`` counts one device type only, e.g. ``gpu_count("cuda")`` for NCCL.
+    ``device_type`` counts one type only, e.g. ``gpu_count("cuda")`` for NCCL.
     """
     import torch
 
-    for name in ACCELERATORS if kind is None else (kind,):
+    for name in ACCELERATORS if device_type is None else (device_type,):
         backend = _backend(torch, name)
         if name != "mps" and backend is not None and hasattr(backend, "device_count"):
             with contextlib.suppress(Exception):
@@ -91,8 +91,8 @@ def select_device() -> str:
 
 
 def _split(device: str) -> tuple[str, int]:
-    kind, _, index = device.partition(":")
-    return kind, int(index) if index else 0
+    device_type, _, index = device.partition(":")
+    return device_type, int(index) if index else 0
 
 
 def bf16_supported(device: str | None = None) -> bool:
@@ -101,12 +101,12 @@ def bf16_supported(device: str | None = None) -> bool:
     Call it at test setup, not at import: on CUDA, when NVML cannot tell the compute capability,
     it is read from torch, which initialises CUDA.
     """
-    kind, index = _split(device or select_device())
-    if kind == "cpu":
+    device_type, index = _split(device or select_device())
+    if device_type == "cpu":
         return True  # torch implements bf16 kernels on every CPU, natively or emulated
     import torch
 
-    if kind == "cuda":
+    if device_type == "cuda":
         if not torch.cuda.is_available():
             return False
         if getattr(torch.version, "hip", None):
@@ -115,23 +115,31 @@ def bf16_supported(device: str | None = None) -> bool:
         if gpu is not None and "capability" in gpu and not torch.cuda.is_initialized():
             return int(gpu["capability"].split(".")[0]) >= 8
         return torch.cuda.get_device_capability(index)[0] >= 8
-    return _available(torch, kind)
+    return _available(torch, device_type)
 
 
 def device_memory(device: str | None = None) -> int | None:
     """Total memory of ``device`` in bytes; None on CPU, or when it cannot be read safely."""
-    kind, index = _split(device or select_device())
-    if kind == "cpu" or "torch" not in sys.modules and importlib.util.find_spec("torch") is None:
+    device_type, index = _split(device or select_device())
+    if (
+        device_type == "cpu"
+        or "torch" not in sys.modules
+        and importlib.util.find_spec("torch") is None
+    ):
         return None
     import torch
 
-    if kind == "cuda":
+    if device_type == "cuda":
         if torch.cuda.is_initialized():
             return int(torch.cuda.get_device_properties(index).total_memory)
         gpu = _visible_gpu(index)
         return gpu["memory_mib"] * 2**20 if gpu else None
-    backend = _backend(torch, kind)
-    if kind != "mps" and _available(torch, kind) and hasattr(backend, "get_device_properties"):
+    backend = _backend(torch, device_type)
+    if (
+        device_type != "mps"
+        and _available(torch, device_type)
+        and hasattr(backend, "get_device_properties")
+    ):
         with contextlib.suppress(Exception):
             return int(backend.get_device_properties(index).total_memory)
     return None
@@ -273,8 +281,8 @@ def memory_stats(device: str) -> dict[str, int]:
     """
     import torch
 
-    kind, index = _split(device)
-    if kind == "mps":
+    device_type, index = _split(device)
+    if device_type == "mps":
         allocated = int(torch.mps.current_allocated_memory())
         reserved = int(torch.mps.driver_allocated_memory())
         return {
@@ -283,7 +291,7 @@ def memory_stats(device: str) -> dict[str, int]:
             "peak_allocated": allocated,
             "peak_reserved": reserved,
         }
-    backend = _backend(torch, kind)
+    backend = _backend(torch, device_type)
     if not hasattr(backend, "max_memory_allocated"):
         backend = torch.accelerator  # the generic API (torch >= 2.9) speaks for any backend
     return {
@@ -298,10 +306,10 @@ def reset_peak_memory(device: str) -> None:
     """Start the peak counters of an initialised device afresh (a no-op on MPS)."""
     import torch
 
-    kind, index = _split(device)
-    if kind == "mps":
+    device_type, index = _split(device)
+    if device_type == "mps":
         return
-    backend = _backend(torch, kind)
+    backend = _backend(torch, device_type)
     if not hasattr(backend, "reset_peak_memory_stats"):
         backend = torch.accelerator
     backend.reset_peak_memory_stats(index)

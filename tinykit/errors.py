@@ -1,4 +1,4 @@
-"""Every exception tinykit raises, and the CLI exit code each one maps to.
+"""Every exception tinykit raises (and its warning), and the CLI exit code each one maps to.
 
 Messages follow one template: what failed (with identifiers). Why (actual vs expected).
 What to do next (an exact command, flag or edit).
@@ -101,7 +101,7 @@ class NumericsError(CheckFailed):
 class MemoryBudgetExceeded(CheckFailed):
     """A tracked block used more memory than its budget (.kind, .used, .budget, .report)."""
 
-    kind: str  # "host" or "device"
+    kind: str  # which memory: "host" or "device" (tinykit.memory.track.HOST, DEVICE)
     used: int
     budget: int
     report: dict
@@ -122,3 +122,34 @@ class FixtureDrift(CheckFailed):
 class CacheEntryCorrupt(SetupError):
     """A cached artifact's files differ from the digests recorded when it was built (.key,
     .problems), and rebuilding is off; exit 3."""
+
+
+class InjectedFault(TinykitError, RuntimeError):
+    """A rank fault injected on purpose by `tinykit.distributed.fail(..., how="raise")` (.rank, .at)."""
+
+    rank: int
+    at: int | str
+
+
+class NumericsWarning(UserWarning):
+    """An activation approaches overflow (`warn_above`), or a finding when `abort=False`."""
+
+
+# The loopback Hub's own two: the server answers them in the Hub's error shape (an HTTP status
+# and X-Error-Code), so they never reach a caller and map to no exit code.
+
+
+class Refused(Exception):
+    """A request the server answers with `status` and never acts on."""
+
+    def __init__(self, status: int, message: str, code: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.code = status, message, code
+
+
+class HubNotFound(Exception):
+    """A lookup failed; `code` is the Hub's X-Error-Code (RepoNotFound, RevisionNotFound, ...)."""
+
+    def __init__(self, code: str, message: str, commit: str | None = None) -> None:
+        super().__init__(message)
+        self.code, self.message, self.commit = code, message, commit

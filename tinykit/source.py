@@ -19,7 +19,7 @@ HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+(@[\w./-]+)?$")
 class Source:
     """A resolved source: where its files are (None for a bare model_type) and its config."""
 
-    kind: Literal["folder", "model_type", "hub"]
+    origin: Literal["folder", "model_type", "hub"]  # what the user named
     name: str
     folder: Path | None
     config: dict[str, Any]
@@ -63,7 +63,7 @@ def resolve(
         folder, sha = hub.download_source(
             repo_id, revision or at or None, include_code=trust_remote_code
         )
-        src = _from_folder(folder, text, revision=sha, kind="hub")
+        src = _from_folder(folder, text, revision=sha, origin="hub")
     else:
         raise UsageError(
             f"source {text!r} is not a folder with config.json, a transformers model_type, or a Hub id "
@@ -79,7 +79,7 @@ def _is_model_type(name: str) -> bool:
     return name in CONFIG_MAPPING
 
 
-def _from_folder(folder: Path, name: str, revision: str | None, kind: str = "folder") -> Source:
+def _from_folder(folder: Path, name: str, revision: str | None, origin: str = "folder") -> Source:
     config_file = folder / "config.json"
     if not config_file.is_file():
         raise UsageError(
@@ -93,7 +93,7 @@ def _from_folder(folder: Path, name: str, revision: str | None, kind: str = "fol
         raise UsageError(
             f'{config_file} has no model_type. Add the "model_type" key the model\'s class expects.'
         )
-    return Source(kind, name, folder, config, revision or folder_digest(folder))  # type: ignore[arg-type]
+    return Source(origin, name, folder, config, revision or folder_digest(folder))  # type: ignore[arg-type]
 
 
 def folder_digest(folder: Path) -> str:

@@ -9,8 +9,8 @@ nor initialises CUDA (a process that initialised CUDA can no longer fork workers
     @requires_gpus(2)
     def test_ddp_step(tinykit_device): ...
 
-Device choice, in order: ``TINYKIT_DEVICE`` (e.g. ``cpu``, ``cuda:1``), then the first available of
-``tinykit._devices.ACCELERATORS`` (CUDA, XPU, NPU, MLU, MUSA, HPU, MPS), then CPU.
+Device choice, in order: ``TINYKIT_DEVICE`` (e.g. ``cpu``, ``cuda:1``), then the first available
+accelerator (CUDA, XPU, NPU, MLU, MUSA, HPU, MPS), then CPU.
 ``CUDA_VISIBLE_DEVICES=""`` hides every CUDA device, as usual.
 """
 

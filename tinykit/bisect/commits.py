@@ -20,60 +20,16 @@ import sysconfig
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tinykit.bisect.steps import BAD, GOOD
+from tinykit.bisect.result import BisectResult
+from tinykit.bisect.steps import BAD, GOOD, Run, Step
 from tinykit.errors import BisectAborted, BisectError
 
-__all__ = ["CommitsResult", "bisect_commits", "overlay_venv"]
+__all__ = ["bisect_commits", "overlay_venv"]
 
 DEFAULT_INSTALL = "python -m pip install --no-deps --no-build-isolation -e ."
-
-
-@dataclass
-class CommitsResult:
-    repo: str
-    good: str
-    bad: str
-    first_bad: str | None
-    subject: str
-    candidates: list[str]  # when skipped commits leave several: the first bad is one of these
-    skipped: list[str]
-    steps: list[dict[str, Any]] = field(default_factory=list)
-    terms: tuple[str, str] = (GOOD, BAD)
-    log: str = ""
-    seconds: float = 0.0
-
-    @property
-    def found(self) -> bool:
-        return self.first_bad is not None and not self.candidates
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def render(self) -> str:
-        old, new = self.terms
-        lines = [f"{'commit':<10} {'outcome':<8} {'exit':>5} {'time':>7}  subject"]
-        for s in self.steps:
-            shown = s["outcome"].replace(GOOD, old).replace(BAD, new)
-            code = "-" if s["exit_code"] is None else s["exit_code"]
-            lines.append(
-                f"{s['commit'][:10]:<10} {shown:<8} {code:>5} {s['seconds']:6.1f}s  {s['subject']}"
-            )
-            if s.get("note"):
-                lines.append(f"{'':<10} {s['note']}")
-        if self.found:
-            lines.append(f"first {new} commit: {self.first_bad} {self.subject}")
-        else:
-            lines.append(
-                f"undecided: the first {new} commit is one of {', '.join(self.candidates)}"
-            )
-        if self.skipped:
-            lines.append(f"skipped: {', '.join(c[:10] for c in self.skipped)}")
-        lines.append(f"{len(self.steps)} steps, {self.seconds:.1f}s")
-        return "\n".join(lines)
 
 
 def _git(repo: str | Path, *args: str, check: bool = True) -> str:
@@ -134,7 +90,7 @@ def bisect_commits(
     skip_on: str | None = None,
     terms: tuple[str, str] = (GOOD, BAD),
     log: Callable[[str], None] | None = None,
-) -> CommitsResult:
+) -> BisectResult:
     """Find the first commit between `good` and `bad` where `cmd` fails."""
     start = time.perf_counter()
     repo = str(repo)
@@ -221,18 +177,20 @@ def bisect_commits(
         first = re.search(r"^([0-9a-f]{40}) is the first \S+ commit", out, re.M)
         candidates = [] if first else re.findall(r"^([0-9a-f]{40})$", out, re.M)
         first_sha = first.group(1) if first else None
-        return CommitsResult(
-            repo=repo,
+        return BisectResult(
+            noun="commit",
             good=good_sha,
             bad=bad_sha,
             first_bad=first_sha,
-            subject=_git(repo, "log", "-1", "--format=%s", first_sha) if first_sha else "",
-            candidates=candidates,
+            last_good=None,  # git bisect run names the first bad commit only
+            undecided=candidates,
             skipped=[e["commit"] for e in entries if e["outcome"] not in (GOOD, BAD)],
-            steps=entries,
+            steps=[_step(e) for e in entries],
             terms=terms,
-            log=bisect_log,
             seconds=time.perf_counter() - start,
+            repo=repo,
+            subject=_git(repo, "log", "-1", "--format=%s", first_sha) if first_sha else "",
+            log=bisect_log,
         )
     finally:
         subprocess.run(
@@ -251,3 +209,17 @@ def _tinykit_path() -> str:
 
 def _entries(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _step(entry: dict[str, Any]) -> Step:
+    """A line of the step wrapper's log: one run (of the command, or of the install or import
+    check that failed before it)."""
+    run = Run(entry["exit_code"], entry["seconds"], entry["outcome"], entry.get("tail", ""))
+    return Step(
+        entry["commit"],
+        entry["outcome"],
+        entry.get("command", ""),
+        [run],
+        note=entry.get("note", ""),
+        subject=entry["subject"],
+    )

@@ -41,6 +41,7 @@ class Step:
     runs: list[Run] = field(default_factory=list)
     setup_seconds: float = 0.0
     note: str = ""
+    subject: str = ""  # a commit's subject line
 
     @property
     def seconds(self) -> float:

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -24,61 +24,11 @@ from packaging.version import Version
 
 from tinykit.bisect.envs import Overlay, overlay
 from tinykit.bisect.releases import list_releases, sort_versions
-from tinykit.bisect.steps import BAD, GOOD, SKIP, Step, command_text, run_step
+from tinykit.bisect.result import BisectResult
+from tinykit.bisect.steps import BAD, FLAKY, GOOD, SKIP, Step, command_text, run_step
 from tinykit.errors import BisectError
 
-__all__ = ["VersionsResult", "bisect_versions", "search"]
-
-
-@dataclass
-class VersionsResult:
-    package: str
-    releases: list[str]  # the searched range, good end to bad end
-    first_bad: str | None
-    last_good: str | None
-    undecided: list[str]  # when skips leave several candidates: the first bad is one of these
-    flaky: list[str]
-    skipped: list[str]
-    steps: list[Step] = field(default_factory=list)
-    env_diff: list[dict[str, Any]] = field(default_factory=list)
-    terms: tuple[str, str] = (GOOD, BAD)
-    seconds: float = 0.0
-
-    @property
-    def found(self) -> bool:
-        return self.first_bad is not None and not self.undecided
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def render(self) -> str:
-        old, new = self.terms
-        lines = [f"{'version':<14} {'outcome':<8} {'exit':>5} {'time':>7}  command"]
-        for s in self.steps:
-            codes = ",".join("-" if r.exit_code is None else str(r.exit_code) for r in s.runs)
-            shown = s.outcome.replace(GOOD, old).replace(BAD, new)
-            lines.append(
-                f"{s.point:<14} {shown:<8} {codes or '-':>5} {s.seconds:6.1f}s  {s.command}"
-            )
-            if s.note:
-                lines.append(f"{'':<14} {s.note}")
-        if self.found:
-            lines.append(
-                f"first {new}: {self.package} {self.first_bad} (last {old}: {self.last_good})"
-            )
-        else:
-            lines.append(
-                f"undecided: the first {new} release is one of {', '.join(self.undecided)} "
-                f"(last {old}: {self.last_good}); they could not be tested"
-            )
-        if self.flaky:
-            lines.append(f"flaky (passed and failed on repeat): {', '.join(self.flaky)}")
-        if self.skipped:
-            lines.append(f"skipped: {', '.join(self.skipped)}")
-        for d in self.env_diff[:12]:
-            lines.append(f"env {d['section']}.{d['key']}: {d['a']} -> {d['b']}")
-        lines.append(f"{len(self.steps)} steps, {self.seconds:.1f}s")
-        return "\n".join(lines)
+__all__ = ["bisect_versions", "search"]
 
 
 def search(points: Sequence[str], test: Callable[[str], str]) -> tuple[int, int, set[int]]:
@@ -150,7 +100,7 @@ def bisect_versions(
     cwd: str | None = None,
     capture_env: bool = True,
     log: Callable[[str], None] | None = None,
-) -> VersionsResult:
+) -> BisectResult:
     """Find the first release of `package` where `cmd` goes from passing to failing."""
     import time
 
@@ -240,16 +190,19 @@ def bisect_versions(
     undecided = [points[i] for i in sorted(untestable) if lo < i < hi]
     ends = envs[points[lo]], envs[points[hi]]  # both were tested: the ends are checked first
     env_diff = _capture_both(*ends) if capture_env and not any(e.failed for e in ends) else []
-    return VersionsResult(
-        package=package,
-        releases=points,
+    return BisectResult(
+        noun="version",
+        good=good,
+        bad=bad,
         first_bad=points[hi],
         last_good=points[lo],
         undecided=undecided + [points[hi]] if undecided else [],
-        flaky=sorted((s.point for s in steps if s.outcome == "flaky"), key=Version),
         skipped=sorted((s.point for s in steps if s.outcome not in (GOOD, BAD)), key=Version),
         steps=steps,
-        env_diff=env_diff,
+        flaky=sorted((s.point for s in steps if s.outcome == FLAKY), key=Version),
         terms=terms,
         seconds=time.perf_counter() - start,
+        package=package,
+        releases=points,
+        env_diff=env_diff,
     )

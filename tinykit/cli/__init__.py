@@ -34,7 +34,7 @@ EXIT_TERMINATED = 143  # 128 + SIGTERM
 
 EXIT_CODES = f"""exit codes:
   0    success
-  1    a check failed (verify, check-determinism, dist-check, fixtures verify, dumps diff)
+  1    a check failed (verify, check-determinism, dist-check, launch, fixtures verify, dumps diff)
   2    usage error: a bad argument, option or input
   3    setup error: network, Hub, packages or hardware not as needed
   {EXIT_BUG}   a tinykit bug: please report it (rerun with --debug for the traceback)

@@ -4,6 +4,7 @@
     torchrun --nnodes 2 --nproc-per-node 8 --rdzv-backend c10d \\
         --rdzv-endpoint HOST:29400 -m tinykit dist-check          # run on every node
     tinykit dist-check --nproc 2                                  # no torchrun: local ranks
+    tinykit dist-check --nodes 2 --nproc 2                        # 2 emulated nodes (torchrun)
 """
 
 from __future__ import annotations
@@ -39,7 +40,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=count(1, 64),
         default=2,
         metavar="N",
-        help="ranks to start when not launched by torchrun (default 2)",
+        help="ranks (per node) to start when not launched by torchrun (default 2)",
+    )
+    p.add_argument(
+        "--nodes",
+        type=count(1, 8),
+        default=1,
+        metavar="N",
+        help="emulated nodes when not launched by torchrun: one real torchrun agent per node, "
+        "--nproc ranks each (default 1: tinykit's own ranks)",
     )
     p.add_argument("--json", action="store_true", help="print the report as JSON (rank 0 only)")
     p.set_defaults(func=run)
@@ -58,6 +67,6 @@ def run(args: argparse.Namespace) -> int:
         if args.json and "world_size" not in report:
             return 0  # only rank 0 prints JSON, so the output parses
     else:
-        report = check_locally(args.nproc, args.backend, args.timeout)
+        report = check_locally(args.nproc, args.backend, args.timeout, nodes=args.nodes)
     emit(report, args.json, format_report(report))
     return 0

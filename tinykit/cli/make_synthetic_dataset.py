@@ -33,6 +33,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "schema gets those splits; a source's are chosen among its own)",
     )
     p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    p.add_argument(
+        "--no-nulls",
+        dest="nulls",
+        action="store_false",
+        help="never None in any column (a stand-in of real data; default: None now and then)",
+    )
     p.add_argument("-o", "--out", help="output folder (default: ./synthetic-dataset)")
     p.add_argument("--force", action="store_true", help="replace an existing output folder")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -48,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
         args.out,
         rows=parse_rows(args.rows),
         seed=args.seed,
+        nulls=args.nulls,
         force=args.force,
     )
     emit(result.to_dict(), args.json, result.text)

@@ -104,6 +104,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="a Jinja file that replaces the tokenizer's chat template",
     )
     p.add_argument(
+        "--pooling",
+        metavar="MODE",
+        help="add a sentence-transformers front end (modules.json, 1_Pooling) with this pooling "
+        "(mean, cls, max, mean_sqrt_len); a source's own modules.json is kept without it",
+    )
+    p.add_argument(
         "--recipe",
         action="append",
         default=[],
@@ -135,11 +141,11 @@ def run(args: argparse.Namespace) -> int:
     check_source(args.source)  # before the heavy imports: a typo answers in well under a second
     if args.tokenizer is not None:
         check_source(args.tokenizer)
-    from tinykit.model.build import build
+    from tinykit.model.build import make_tiny
     from tinykit.model.spec import ShrinkSpec
 
     spec = {f.name: getattr(args, f.name) for f in dataclasses.fields(ShrinkSpec)}
-    result = build(
+    result = make_tiny(
         args.source,
         args.out,
         revision=args.revision,
@@ -155,6 +161,7 @@ def run(args: argparse.Namespace) -> int:
         preset=args.preset,
         tokenizer=args.tokenizer,
         chat_template=args.chat_template,
+        pooling=args.pooling,
         **spec,
     )
     layers = ", ".join(f"{k}: {v}" for k, v in result.layers.items())

@@ -50,8 +50,8 @@ def run(args: argparse.Namespace) -> int:
 
     r = slice_model(
         args.source,
-        args.layers,
         args.out,
+        layers=args.layers,
         revision=args.revision,
         dtype=args.dtype,
         check=args.check,

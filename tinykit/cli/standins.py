@@ -35,6 +35,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     build.add_argument("-o", "--out", required=True, metavar="HUBDIR", help="the hub folder")
     build.add_argument("--force", action="store_true", help="replace HUBDIR if it is not empty")
     build.add_argument("--cache-dir", metavar="DIR", help="artifact cache (default: TINYKIT_CACHE)")
+    build.add_argument(
+        "--keep-going",
+        action="store_true",
+        help="build every good entry and list every failing one (exit 1 if any failed)",
+    )
     build.add_argument("--json", action="store_true", help="print the report as JSON")
     build.set_defaults(func=run_build)
 
@@ -45,14 +50,32 @@ def register(sub: argparse._SubParsersAction) -> None:
     opts.add_argument(
         "--timeout", type=seconds, metavar="S", help="stop the command after S seconds"
     )
+    opts.add_argument(
+        "--sources",
+        nargs="+",
+        default=[],
+        metavar="DIR",
+        help="folders of local repo copies: a repo asked for is drafted from the one of its name",
+    )
+    opts.add_argument(
+        "--passes",
+        type=int,
+        default=3,
+        metavar="N",
+        help="run CMD at most N times, serving the draft's stand-ins from pass 2 on (default 3)",
+    )
+    opts.add_argument("--cache-dir", metavar="DIR", help="artifact cache (default: TINYKIT_CACHE)")
     opts.add_argument("--json", action="store_true", help="print the repos asked for as JSON")
     discover = actions.add_parser(
         "discover",
         parents=[opts],
-        help="run CMD against an empty recording Hub and draft the manifest it needs",
-        description="Run CMD with HF_ENDPOINT set to a loopback Hub that answers every repo "
-        "with 404 at once and records each repo and file asked for, then write a draft "
-        "manifest with a source guessed from each repo's name (TODO entries where it cannot).",
+        help="run CMD against a recording Hub and draft the manifest it needs",
+        description="Run CMD with HF_ENDPOINT set to a loopback Hub that records each repo and "
+        "file asked for: first serving nothing (every repo 404 at once), then serving the "
+        "draft's stand-ins so the suite asks for its front-end files and second repos, while "
+        "the draft changes. Writes a draft manifest: a source per model from a --sources "
+        "folder or its name, options inferred from the files asked, each with its reason; "
+        "TODO entries (with why) where nothing can be inferred.",
     )
     discover.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD", help="the command")
     discover.set_defaults(func=run_discover, options_parser=opts)
@@ -61,15 +84,24 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run_build(args: argparse.Namespace) -> int:
     from tinykit.standins.build import build_standins
 
-    report = build_standins(args.manifest, args.out, force=args.force, cache_dir=args.cache_dir)
+    report = build_standins(
+        args.manifest,
+        args.out,
+        force=args.force,
+        cache_dir=args.cache_dir,
+        keep_going=args.keep_going,
+    )
     lines = [e.line() for e in report.entries]
     lines.append(
         f"{len(report.entries)} stand-in(s) in {report.out} ({report.built} built, "
         f"{len(report.entries) - report.built} cached) in {report.seconds:.1f} s. "
         f"Serve them with: tinykit hub serve {report.out}"
     )
+    if report.failed:
+        lines += [f"FAILED {line}" for line in report.failed]
+        lines.append(f"{len(report.failed)} entry(ies) failed: fix them and build again.")
     emit(report.to_dict(), args.json, "\n".join(lines))
-    return 0
+    return 1 if report.failed else 0
 
 
 def run_discover(args: argparse.Namespace) -> int:
@@ -78,11 +110,21 @@ def run_discover(args: argparse.Namespace) -> int:
     cmd = split_command(args)
     if not cmd:
         raise UsageError("no command to run. Put it after --, e.g. -- pytest -x tests/.")
-    result = discover(cmd, args.out, timeout=args.timeout)
+    result = discover(
+        cmd,
+        args.out,
+        timeout=args.timeout,
+        sources=args.sources,
+        passes=args.passes,
+        cache_dir=args.cache_dir,
+    )
     if args.json:
         emit(result.to_dict(), True, "")
     elif args.out:
-        print(f"{len(result.repos)} repo(s) asked for; draft manifest written to {args.out}")
+        print(
+            f"{len(result.repos)} repo(s) asked for in {len(result.passes)} pass(es); draft "
+            f"manifest written to {args.out}"
+        )
     else:
         sys.stdout.write(result.manifest)
     print(

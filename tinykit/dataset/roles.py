@@ -107,12 +107,13 @@ def role_values(column: str, feature: Any) -> st.SearchStrategy[Any] | None:
     return None
 
 
-def row_strategy(features: Any) -> st.SearchStrategy[dict]:
-    """One row: role columns as above, the others from tinykit.strategies.dataset_row."""
+def row_strategy(features: Any, *, nulls: bool = True) -> st.SearchStrategy[dict]:
+    """One row: role columns as above, the others from tinykit.strategies.dataset_row (with
+    `nulls=False`, never None: a stand-in of real data whose columns are never empty)."""
     from tinykit.strategies import feature_values
 
     columns = {}
     for name, feature in features.items():
         role = role_values(name, feature)
-        columns[name] = feature_values(feature) if role is None else role
+        columns[name] = feature_values(feature, allow_missing=nulls) if role is None else role
     return st.fixed_dictionaries(columns)

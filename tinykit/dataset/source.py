@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from tinykit.errors import HubError, UsageError
 
@@ -38,8 +38,8 @@ class Source:
 
     spec: str
     """The source exactly as given (used in the card's rebuild command)."""
-    kind: str
-    """"hub", "folder" or "files"."""
+    origin: Literal["hub", "folder", "files"]
+    """Where the rows are: a Hub dataset, a local folder, or local data files."""
     revision: str | None = None
     """The Hub commit sha the rows were read at (None for local sources)."""
     module: str | None = None
@@ -48,7 +48,7 @@ class Source:
 
     @property
     def path(self) -> str:
-        return self.module if self.kind == "files" and self.module else self.spec
+        return self.module if self.origin == "files" and self.module else self.spec
 
 
 def resolve(source: str | Path | list[str | Path], revision: str | None = None) -> Source:
@@ -58,12 +58,12 @@ def resolve(source: str | Path | list[str | Path], revision: str | None = None) 
     spec = str(source)
     path = Path(spec)
     if path.is_dir():
-        return Source(spec=spec, kind="folder")
+        return Source(spec=spec, origin="folder")
     if path.is_file():
         return _local_files([path], spec=spec)
     if _HUB_ID.fullmatch(spec) and path.suffix.lower() not in _DATA_SUFFIXES:
         try:
-            return Source(spec=spec, kind="hub", revision=_hub_sha(spec, revision))
+            return Source(spec=spec, origin="hub", revision=_hub_sha(spec, revision))
         except HubError as e:
             if not path.parent.is_dir():
                 raise
@@ -93,7 +93,7 @@ def _local_files(paths: list[Path], spec: str) -> Source:
             ".csv/.tsv and .arrow files (all of one format), or an imagefolder/audiofolder folder. "
             "Convert the files to one of these formats or pass the folder instead."
         )
-    return Source(spec=spec, kind="files", module=module, files=tuple(str(p) for p in paths))
+    return Source(spec=spec, origin="files", module=module, files=tuple(str(p) for p in paths))
 
 
 def _hub_sha(repo_id: str, revision: str | None) -> str:
@@ -116,9 +116,9 @@ def license_of(src: Source) -> str | list[str] | None:
     """The `license:` of the source's dataset card, copied into the tiny one."""
     import yaml
 
-    if src.kind == "files":
+    if src.origin == "files":
         return None
-    if src.kind == "folder":
+    if src.origin == "folder":
         card = Path(src.spec) / "README.md"
         text = card.read_text(encoding="utf-8") if card.is_file() else ""
     else:
@@ -149,7 +149,7 @@ def license_of(src: Source) -> str | list[str] | None:
 
 def config_names(src: Source) -> list[str]:
     """Every config the source declares (a source without a `configs:` card has "default")."""
-    if src.kind == "files":
+    if src.origin == "files":
         return ["default"]
     from datasets import get_dataset_config_names
 
@@ -161,14 +161,14 @@ def open_config(src: Source, config: str) -> DatasetBuilder:
     from datasets import load_dataset_builder
 
     kwargs: dict[str, Any] = {"revision": src.revision}
-    if src.kind == "files":
+    if src.origin == "files":
         kwargs["data_files"] = {"train": list(src.files)}
     else:
         kwargs["name"] = config
     with _reading(f"{src.spec!r} config {config!r}"):
         builder = load_dataset_builder(src.path, **kwargs)
     module = builder.name.lower()
-    if src.kind != "files" and module not in SUPPORTED_MODULES:
+    if src.origin != "files" and module not in SUPPORTED_MODULES:
         raise UsageError(
             f"Config {config!r} of {src.spec!r} is stored as {module!r}, "
             "which tinykit does not read. "

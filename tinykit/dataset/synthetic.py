@@ -34,18 +34,24 @@ def make_synthetic_dataset(
     *,
     rows: int | Mapping[str, int] = DEFAULT_ROWS,
     seed: int = 0,
+    nulls: bool = True,
     display_source: str | None = None,
     force: bool = False,
 ) -> DatasetResult:
     """Write a dataset of synthetic rows, loadable with `datasets.load_dataset`.
 
     `features_or_source` is a `datasets.Features`, its `to_dict()` form, a `.json` file
-    holding that form, or a dataset source (Hub id, folder, data files) whose configs, splits
-    and features are copied, without any of its rows. `rows` is the row count of every split,
+    holding that form, `{"configs": {name: {"features": ..., "rows": N or {split: N}}}}` (a
+    schema and row counts per config; a config without rows gets `rows`), or a dataset source
+    (Hub id, folder, data files) whose configs, splits and features are copied, without any of
+    its rows. `rows` is the row count of every split,
     or `{split: count}`: the splits to write (a schema gets exactly those; a source's splits
     must include them, and the others are left out). `out` (default ./synthetic-dataset) must
     be missing or empty unless `force`; `display_source` is how the card names a dataset
     source (default: as given).
+
+    `nulls=False` draws no None in any column (by default a non-role column is None now and
+    then, an edge case for the code under test; a stand-in of a real dataset has none).
 
     String columns named for a role (messages/conversations, prompt, completion/chosen/rejected,
     text, ...) hold plausible text and never None; see tinykit.dataset.roles.
@@ -53,22 +59,35 @@ def make_synthetic_dataset(
     counts = check_rows(rows)
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise UsageError(f"seed={seed!r} is not an integer. Pass e.g. seed=0.")
+    if not isinstance(nulls, bool):
+        raise UsageError(f"nulls={nulls!r} must be true or false.")
     out = output_path(out, "synthetic-dataset")
     check_target(out, force)
-    schemas, described, revision = _schemas(features_or_source, display_source)
-    if isinstance(counts, dict):
-        schemas = _with_splits(schemas, counts, _is_schema(features_or_source))
+    plan = config_schemas(features_or_source, counts)
+    if plan is not None:
+        described, revision = "a Features schema per config", None
+        selection = "The configs hold " + "; ".join(
+            f"{config}: " + ", ".join(f"{split} {n}" for split, (_, n) in splits.items())
+            for config, splits in plan.items()
+        )
+    else:
+        schemas, described, revision = _schemas(features_or_source, display_source)
+        if isinstance(counts, dict):
+            schemas = _with_splits(schemas, counts, _is_schema(features_or_source))
+        plan = {
+            config: {split: (features, _count(counts, split)) for split, features in splits.items()}
+            for config, splits in schemas.items()
+        }
+        selection = _describe(counts)
     with _private_hypothesis_home():
         tables = {
             config: [
                 Split(
-                    split,
-                    features,
-                    draw_rows(features, _count(counts, split), f"{seed}/{config}/{split}"),
+                    split, features, draw_rows(features, n, f"{seed}/{config}/{split}", nulls=nulls)
                 )
-                for split, features in splits.items()
+                for split, (features, n) in splits.items()
             ]
-            for config, splits in schemas.items()
+            for config, splits in plan.items()
         }
     import hypothesis
 
@@ -76,9 +95,10 @@ def make_synthetic_dataset(
         title=out.name,
         source=described,
         revision=revision,
-        command=_rebuild_command(display_source or features_or_source, counts, seed, out),
+        command=_rebuild_command(display_source or features_or_source, counts, seed, out)
+        + ("" if nulls else " --no-nulls"),
         selection=(
-            f"{_describe(counts)} synthetic rows drawn from the features by "
+            f"{selection} synthetic rows drawn from the features by "
             "`tinykit.strategies.dataset_row` (plausible text in columns named for a role: "
             f"messages, prompt, completion, text, ...) with seed {seed} "
             f"(hypothesis {hypothesis.__version__}). "
@@ -134,6 +154,44 @@ def parse_rows(text: str) -> int | dict[str, int]:
     return counts
 
 
+def config_schemas(
+    spec: Any, rows: int | dict[str, int]
+) -> dict[str, dict[str, tuple[Any, int]]] | None:
+    """`{config: {split: (Features, rows)}}` of a `{"configs": {...}}` spec; None for any other
+    spec (a Features mapping with a column named "configs" is not one: its value has no
+    "features" key)."""
+    configs = (
+        spec.get("configs") if isinstance(spec, Mapping) and set(spec) == {"configs"} else None
+    )
+    if not isinstance(configs, Mapping) or not configs:
+        return None
+    if not all(isinstance(c, Mapping) and "features" in c for c in configs.values()):
+        return None
+    plan: dict[str, dict[str, tuple[Any, int]]] = {}
+    for name, config in configs.items():
+        if (
+            not isinstance(name, str)
+            or not name.strip()
+            or "/" in name
+            or set(config)
+            - {
+                "features",
+                "rows",
+            }
+        ):
+            raise UsageError(
+                f"configs.{name}: a config is a name (no '/') and a table of features = {{...}} "
+                "and rows = N or {split = N}, nothing else."
+            )
+        features = config["features"]
+        if not hasattr(features, "to_dict"):  # a Features object passes as it is
+            features = _features_from_dict(dict(features))
+        counts = check_rows(config.get("rows", rows))
+        splits = counts if isinstance(counts, dict) else {"train": counts}
+        plan[name] = {split: (features, n) for split, n in splits.items()}
+    return plan
+
+
 def _count(counts: int | dict[str, int], split: str) -> int:
     return counts if isinstance(counts, int) else counts[split]
 
@@ -187,7 +245,7 @@ def _private_hypothesis_home() -> Iterator[None]:
             setattr(configuration, name, saved)
 
 
-def draw_rows(features: Any, n: int, seed: int | str) -> list[dict]:
+def draw_rows(features: Any, n: int, seed: int | str, *, nulls: bool = True) -> list[dict]:
     """`n` rows for `features`, the same for the same seed in any process."""
     from hypothesis.control import BuildContext
     from hypothesis.errors import StopTest, UnsatisfiedAssumption
@@ -195,7 +253,7 @@ def draw_rows(features: Any, n: int, seed: int | str) -> list[dict]:
 
     from tinykit.dataset.roles import row_strategy
 
-    rng, strategy = Random(seed), row_strategy(features)
+    rng, strategy = Random(seed), row_strategy(features, nulls=nulls)
     rows: list[dict] = []
     for _ in range(n * _MAX_ATTEMPTS_PER_ROW):
         if len(rows) == n:

@@ -17,6 +17,7 @@ import os
 import pickle
 import signal
 import sys
+import tempfile
 import threading
 import time
 from datetime import timedelta
@@ -25,6 +26,8 @@ from typing import Any
 
 # Functions are named and exceptions packed as for every tinykit child process.
 from tinykit._child import FunctionRef, pack_exception
+from tinykit.distributed import faults
+from tinykit.distributed.processes import die_with_parent
 
 END_MARK = "\x1etinykit-job-end"
 STACK_SIGNAL = signal.SIGUSR1
@@ -51,6 +54,7 @@ def _run(header: dict[str, Any], payload: bytes, base_env: dict[str, str]) -> di
     os.environ.clear()
     os.environ.update(base_env)
     os.environ.update(header["env"])
+    tempfile.tempdir = None  # gettempdir() reads TMPDIR again: each emulated node has its own
     for entry in reversed(header["sys_path"]):
         if entry not in sys.path:
             sys.path.insert(0, entry)
@@ -71,7 +75,11 @@ def _run(header: dict[str, Any], payload: bytes, base_env: dict[str, str]) -> di
         # A rank whose fn returns at once would otherwise tear its sockets down while a slower
         # peer is still connecting ("connectFullMesh failed: Connection closed by peer").
         dist.barrier()
-        value = fn(*args, **kwargs)
+        faults.arm_from_env()  # after our own barrier: a "barrier:N" fault counts the job's
+        try:
+            value = fn(*args, **kwargs)
+        finally:
+            faults.arm(None)
         if dist.is_initialized():
             # same at the end: no rank leaves while a peer finishes its last op. If a peer failed,
             # this barrier fails too; this rank still passed, and the peer's report says why.
@@ -93,21 +101,13 @@ def _run(header: dict[str, Any], payload: bytes, base_env: dict[str, str]) -> di
             dist.destroy_process_group()
 
 
-def _die_with_parent() -> None:
-    """The parent holds our stdin open; EOF means it is gone, so take our process group down."""
-    try:
-        sys.stdin.buffer.read()
-    finally:
-        os.killpg(os.getpgrp(), signal.SIGKILL)
-
-
 def main(argv: list[str]) -> None:
     job_conn = Connection(int(argv[0]), writable=False)
     result_conn = Connection(int(argv[1]), readable=False)
     stack_file = open(argv[2], "w")  # noqa: SIM115 - faulthandler keeps writing to it until exit
     faulthandler.enable(file=sys.stderr)
     faulthandler.register(STACK_SIGNAL, file=stack_file, all_threads=True)
-    threading.Thread(target=_die_with_parent, name="tinykit-lifeline", daemon=True).start()
+    threading.Thread(target=die_with_parent, name="tinykit-lifeline", daemon=True).start()
 
     import torch.distributed  # noqa: F401 - the expensive import, paid once per worker
 

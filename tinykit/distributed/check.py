@@ -74,8 +74,9 @@ def check_rank(backend: str = "auto", timeout: float = 60.0) -> dict[str, Any]:
         torch.cuda.set_device(local_rank)
     started = time.monotonic()
     device = torch.device("cuda", local_rank) if backend == "nccl" else torch.device("cpu")
+    created = not dist.is_initialized()  # a group we start, we also end (a clean exit)
     try:
-        if not dist.is_initialized():
+        if created:
             dist.init_process_group(backend, timeout=timedelta(seconds=timeout))
         ones = torch.ones(1, device=device)  # the allocation check
         dist.all_reduce(ones)
@@ -102,6 +103,8 @@ def check_rank(backend: str = "auto", timeout: float = 60.0) -> dict[str, Any]:
     }
     reports: list[Any] = [None] * world
     dist.all_gather_object(reports, me)
+    if created:
+        dist.destroy_process_group()
     bad = [r for r in reports if r["all_reduce"] != world]
     if bad:
         listing = ", ".join(f"rank {r['rank']}: {r['all_reduce']:g}" for r in bad)
@@ -120,11 +123,16 @@ def _check_in_rank(backend: str, timeout: float) -> dict[str, Any]:
     return check_rank(backend, timeout)
 
 
-def check_locally(nproc: int = 2, backend: str = "auto", timeout: float = 60.0) -> dict[str, Any]:
-    """Start `nproc` local ranks (tinykit's launcher, no torchrun) and return rank 0's report."""
+def check_locally(
+    nproc: int = 2, backend: str = "auto", timeout: float = 60.0, *, nodes: int = 1
+) -> dict[str, Any]:
+    """Start `nproc` local ranks and return rank 0's report: tinykit's rank pool for one node,
+    one real torchrun agent per emulated node for `nodes` > 1 (`run_torchrun`)."""
     from tinykit.distributed.launch import resolve_backend, run_distributed
     from tinykit.errors import DistributedTestFailed
 
+    if nodes > 1:
+        return _check_on_nodes(nodes, nproc, backend, timeout)
     backend = resolve_backend(backend, nproc)
     try:
         results = run_distributed(
@@ -145,6 +153,32 @@ def check_locally(nproc: int = 2, backend: str = "auto", timeout: float = 60.0) 
             timed_out=e.timed_out,
         ) from e
     return results[0]
+
+
+def _check_on_nodes(nodes: int, nproc: int, backend: str, timeout: float) -> dict[str, Any]:
+    import json
+    import sys
+
+    from tinykit.distributed.torchrun import run_torchrun
+    from tinykit.errors import DistributedTestFailed
+
+    command = [sys.executable, "-m", "tinykit", "dist-check", "--json"]
+    command += ["--backend", backend, "--timeout", f"{timeout:g}"]
+    # the time limit adds the start-up of every agent and worker (each imports torch)
+    job = run_torchrun(
+        command, nodes=nodes, nproc_per_node=nproc, timeout=timeout + 180, echo=False, check=False
+    )
+    if job.returncode or job.timed_out:
+        tail = "\n".join(text for _, _, text in job.lines[-60:])
+        cause = DistributedTestFailed(f"dist-check output (last lines):\n{tail}", per_rank=[])
+        state = "timed out" if job.timed_out else f"failed (exit code {job.returncode})"
+        raise DistributedTestFailed(
+            f"dist-check on {job.layout} (torchrun) {state}. Rerun with --debug for the ranks' "
+            "output, or run `tinykit launch` with the same layout to watch it live.",
+            per_rank=[],
+            timed_out=job.timed_out,
+        ) from cause
+    return dict(json.loads("\n".join(job.rank_lines(0))))
 
 
 def format_report(report: dict[str, Any]) -> str:

@@ -1,4 +1,5 @@
-"""Helpers for code running on ranks: all-ranks equality, rank 0 first, rank-prefixed printing.
+"""Helpers for code running on ranks: all-ranks equality, rank 0 first (per job or per node),
+rank-prefixed printing, and where this rank sits (its node, its node's local folder).
 
 Each helper is collective where it must be (every rank calls it) and makes all ranks agree on
 the verdict, so one rank never raises while the others block in the next collective.
@@ -14,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tinykit.distributed.nodes import NODE_DIR_VAR, SHARED_DIR_VAR
 from tinykit.errors import CheckFailed, UsageError
 
 if TYPE_CHECKING:
@@ -46,6 +48,31 @@ class RankInfo:
         return self._int("LOCAL_WORLD_SIZE", self.world_size)
 
     @property
+    def node_rank(self) -> int:
+        """This rank's node (torchrun's GROUP_RANK)."""
+        return self._int("GROUP_RANK", self._int("NODE_RANK", 0))
+
+    @property
+    def nodes(self) -> int:
+        """Nodes in the job (torchrun's GROUP_WORLD_SIZE)."""
+        return self._int("GROUP_WORLD_SIZE", 1)
+
+    @property
+    def node_dir(self) -> Path | None:
+        """This node's local folder (emulated nodes only see their own); None outside tinykit."""
+        return _path_of(NODE_DIR_VAR)
+
+    @property
+    def shared_dir(self) -> Path | None:
+        """The folder every node sees (the shared filesystem); None outside tinykit."""
+        return _path_of(SHARED_DIR_VAR)
+
+    @property
+    def restart(self) -> int:
+        """How often torchrun restarted this rank's worker group (TORCHELASTIC_RESTART_COUNT)."""
+        return self._int("TORCHELASTIC_RESTART_COUNT", 0)
+
+    @property
     def device(self) -> torch.device:
         """cuda:LOCAL_RANK under NCCL, else cpu."""
         import torch
@@ -56,7 +83,15 @@ class RankInfo:
         return torch.device("cpu")
 
     def __repr__(self) -> str:
-        return f"RankInfo(rank={self.rank}, world_size={self.world_size})"
+        return (
+            f"RankInfo(rank={self.rank}, world_size={self.world_size}, node_rank={self.node_rank},"
+            f" local_rank={self.local_rank})"
+        )
+
+
+def _path_of(var: str) -> Path | None:
+    value = os.environ.get(var)
+    return Path(value) if value else None
 
 
 def _require_group() -> Any:
@@ -110,30 +145,37 @@ def assert_equal_on_all_ranks(
 
 
 @contextlib.contextmanager
-def rank_zero_first() -> Iterator[None]:
-    """Run the block on rank 0, then on the other ranks (downloads, caches, dataset preparation).
+def rank_zero_first(*, per_node: bool = False) -> Iterator[None]:
+    """Run the block on rank 0 first, then on the other ranks (downloads, caches, datasets).
 
-    No collectives inside the block: the other ranks wait in a broadcast until rank 0 leaves it.
-    If rank 0 fails inside, the others raise instead of waiting forever.
+    `per_node=True`: on each node's local rank 0 first, then on that node's other ranks: what a
+    cache on a node-local disk (HF_HOME, TMPDIR) needs, since the global rank 0 fills only its own
+    node's. No collectives inside the block: the others wait in a collective until every first
+    rank has left it. If a first rank fails inside, its followers raise instead of waiting forever.
     """
     dist = _require_group()
+    info = RankInfo()
     rank = dist.get_rank()
-    if rank != 0:
-        verdict = [None]
-        dist.broadcast_object_list(verdict, src=0)
-        if verdict[0] != "ok":
+    leader = rank - info.local_rank if per_node else 0
+    verdicts: list[Any] = [None] * dist.get_world_size()
+    if rank != leader:
+        dist.all_gather_object(verdicts, None)
+        if verdicts[leader] != "ok":
+            scope = (
+                f"local rank 0 of node {info.node_rank} (rank {leader})" if per_node else "rank 0"
+            )
             raise CheckFailed(
-                f"rank 0 failed inside rank_zero_first ({verdict[0]}), so rank {rank} did not "
-                "run the block. Fix the error reported by rank 0."
+                f"{scope} failed inside rank_zero_first ({verdicts[leader]}), so rank {rank} did "
+                f"not run the block. Fix the error reported by rank {leader}."
             )
         yield
         return
     try:
         yield
     except BaseException as e:
-        dist.broadcast_object_list([f"{type(e).__name__}: {e}"], src=0)
+        dist.all_gather_object(verdicts, f"{type(e).__name__}: {e}")
         raise
-    dist.broadcast_object_list(["ok"], src=0)
+    dist.all_gather_object(verdicts, "ok")
 
 
 def _lock_path() -> Path:

@@ -5,8 +5,11 @@
     [<rank 0 return value>, <rank 1 return value>]
 
 The function must be importable (defined at module level, e.g. in a test module); it runs in rank
-processes with RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set and the default
-process group initialised. Its return values, exceptions and output come back to the caller.
+processes with the variables torchrun sets (RANK, LOCAL_RANK, GROUP_RANK, WORLD_SIZE, ...) and
+the default process group initialised. Its return values, exceptions and output come back to the
+caller. `nodes=2` spreads the ranks over emulated nodes, each with its own local folder:
+
+    >>> run_distributed(my_module.step, nodes=2, procs_per_node=2)  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from typing import Any
 
 from tinykit._child import FunctionRef
 from tinykit._devices import gpu_count
+from tinykit.distributed.faults import Fault
+from tinykit.distributed.nodes import NodeLayout
 from tinykit.distributed.pool import DEFAULT_REGISTRY, PoolRegistry, RankOutcome, RankPool
 from tinykit.errors import DeviceUnavailableError, DistributedTestFailed, UsageError
 
@@ -93,11 +98,14 @@ def run_distributed(
     *,
     args: Sequence[Any] = (),
     kwargs: dict[str, Any] | None = None,
-    world_size: int = 2,
+    world_size: int | None = None,
+    nodes: int = 1,
+    procs_per_node: int | None = None,
     backend: str = "auto",
     timeout: float = 120.0,
     fresh: bool = False,
     env: dict[str, str] | None = None,
+    fault: Fault | str | dict[str, Any] | None = None,
     registry: PoolRegistry | None = None,
     name: str | None = None,
 ) -> list[Any]:
@@ -105,12 +113,18 @@ def run_distributed(
 
     Args:
         fn: a module-level function (or any picklable callable).
-        world_size: number of ranks, all on this host.
+        world_size: number of ranks, all on this host (default 2, or nodes × procs_per_node).
+        nodes: emulated nodes; ranks are numbered node by node as torchrun does, and every node
+            gets its own folder (`RankInfo.node_dir`), TMPDIR and HF_HOME beside one shared folder
+            (`RankInfo.shared_dir`); under NCCL, its own CUDA_VISIBLE_DEVICES group.
+        procs_per_node: ranks per node (default world_size / nodes).
         backend: "auto" (NCCL if `world_size` GPUs are visible, else gloo), "gloo" or "nccl".
         timeout: seconds for the whole job once the ranks are up; a hang fails after this.
         fresh: start new rank processes for this call and stop them after, instead of reusing
             a warm pool (for tests that change process-wide state).
         env: extra environment variables for the ranks (part of the warm pool's key).
+        fault: a `fail(rank=, at=)` to inject in this job (the job then fails, and the pool
+            with it, when the fault kills or raises).
         registry: where warm pools live (default: one per Python process, closed at exit).
         name: how the failure message names the call (default: the function's qualified name).
 
@@ -122,14 +136,21 @@ def run_distributed(
             the failing rank's traceback and the Python stacks of hung ranks; `.per_rank` holds
             the same as data and `.timed_out` says whether the time limit was hit.
         DeviceUnavailableError: backend="nccl" without enough GPUs.
+        UsageError: a world size the nodes do not divide, or a malformed fault.
     """
     __tracebackhide__ = True  # pytest: the message already holds the ranks' tracebacks
+    layout = NodeLayout.of(world_size, nodes, procs_per_node)
+    world_size = layout.world_size
     backend = resolve_backend(backend, world_size)
     payload = _payload(fn, args, kwargs or {})
+    job_env = Fault.coerce(fault).env() if fault is not None else None
     registry = registry or DEFAULT_REGISTRY
-    pool = RankPool(world_size, backend, env) if fresh else registry.get(world_size, backend, env)
+    if fresh:
+        pool = RankPool(world_size, backend, env, nodes=layout.nodes)
+    else:
+        pool = registry.get(world_size, backend, env, nodes=layout.nodes)
     try:
-        outcomes = pool.run(payload, timeout=timeout)
+        outcomes = pool.run(payload, timeout=timeout, job_env=job_env)
     finally:
         if fresh:
             pool.close()
@@ -139,7 +160,7 @@ def run_distributed(
     _replay_output(outcomes)
     if failed:
         raise _failure(
-            str(name or getattr(fn, "__qualname__", repr(fn))), backend, timeout, outcomes
+            str(name or getattr(fn, "__qualname__", repr(fn))), backend, timeout, outcomes, layout
         )
     return [o.value for o in outcomes]
 
@@ -166,11 +187,12 @@ def _summary(o: RankOutcome) -> str:
     return f"rank {o.rank} was still running"
 
 
-def _blame_order(o: RankOutcome) -> tuple[bool, float]:
+def _blame_order(o: RankOutcome) -> tuple[bool, bool, float]:
     """A rank that exited with code 0 before returning left the job: it is the cause, whatever
     the clocks say (its peers then raise in a collective, and their errors carry the ranks' own
-    times while its exit is seen later, here). Otherwise the first failure is the likely cause."""
-    return (not _left_early(o), o.failed_at)
+    times while its exit is seen later, here). So is a rank that died (killed, crashed): peers
+    of a dead rank raise, they do not die. Otherwise the first failure is the likely cause."""
+    return (not _left_early(o), o.status != "died", o.failed_at)
 
 
 def _left_early(o: RankOutcome) -> bool:
@@ -185,7 +207,9 @@ def _left_early(o: RankOutcome) -> bool:
     )
 
 
-def _failure(name: str, backend: str, timeout: float, outcomes: list[RankOutcome]) -> Exception:
+def _failure(
+    name: str, backend: str, timeout: float, outcomes: list[RankOutcome], layout: NodeLayout
+) -> Exception:
     failed = sorted((o for o in outcomes if o.status in ("error", "died")), key=_blame_order)
     hung = [o for o in outcomes if o.status == "hung"]
     per_rank = [
@@ -200,9 +224,12 @@ def _failure(name: str, backend: str, timeout: float, outcomes: list[RankOutcome
         for o in outcomes
     ]
     world = f"{name} on {len(outcomes)} ranks ({backend})"
+    if layout.nodes > 1:
+        world = f"{name} on {layout} ({backend})"
     if failed:
         first = failed[0]  # the first rank to fail is the likely cause
-        head = f"{world} failed: {_summary(first)}."
+        where = f" (node {layout.node_of(first.rank)})" if layout.nodes > 1 else ""
+        head = f"{world} failed: {_summary(first)}{where}."
         advice = (
             f"Fix the error in rank {first.rank}'s traceback below; what the other ranks "
             "report is usually a consequence (a peer left a collective)."

@@ -18,6 +18,7 @@ import contextlib
 import os
 import pickle
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -31,14 +32,18 @@ from pathlib import Path
 from typing import Any
 
 from tinykit.distributed._worker import END_MARK, STACK_SIGNAL
+from tinykit.distributed.nodes import (
+    RANK_ENV_DEFAULTS,
+    NodeFolders,
+    NodeLayout,
+    gpu_groups,
+    rank_env,
+)
+from tinykit.distributed.ports import loopback_store
+from tinykit.distributed.processes import TAG_VAR
 from tinykit.errors import SetupError
 
-# Same defaults torchrun uses for several ranks on one host, plus gloo pinned to loopback
-# (accelerate's debug_launcher does the same); the user's environment wins.
-RANK_ENV_DEFAULTS = {"OMP_NUM_THREADS": "1"}
-if sys.platform == "linux":  # the loopback interface is "lo0" on macOS
-    RANK_ENV_DEFAULTS["GLOO_SOCKET_IFNAME"] = "lo"
-POOL_TAG_VAR = "TINYKIT_DIST_POOL"  # set in every rank: lets tests find stray processes
+POOL_TAG_VAR = TAG_VAR  # set in every rank: lets tests find stray processes
 GRACE_AFTER_FAILURE_S = 3.0  # how long the other ranks get to finish once one rank has failed
 
 
@@ -68,7 +73,8 @@ class _Rank:
 
 
 class RankPool:
-    """`world_size` rank processes on this host that run jobs with an initialised process group.
+    """`world_size` rank processes on this host that run jobs with an initialised process group,
+    on `nodes` emulated nodes (each with its own folder, TMPDIR, HF_HOME and, under NCCL, GPUs).
 
     Example:
         >>> pool = RankPool(2, "gloo")               # doctest: +SKIP
@@ -82,7 +88,9 @@ class RankPool:
         backend: str,
         env: dict[str, str] | None = None,
         start_timeout: float = 180.0,
+        nodes: int = 1,
     ) -> None:
+        self.layout = NodeLayout.of(world_size, nodes)
         self.world_size = world_size
         self.backend = backend
         self.env = dict(env or {})
@@ -91,6 +99,9 @@ class RankPool:
         self.broken = False
         self.jobs_run = 0
         self._dir = Path(tempfile.mkdtemp(prefix=f"tinykit-dist-{self.tag}-"))
+        self.folders = NodeFolders(self._dir / "nodes", nodes)
+        # separate machines: each node's local rank 0 sees its own cuda:0 (set before CUDA starts)
+        self._gpus = gpu_groups(self.layout) if backend == "nccl" else None
         self._lock = threading.Lock()
         self._lines: list[tuple[int, str]] = []
         self._ends: dict[tuple[int, str], threading.Event] = {}
@@ -103,7 +114,12 @@ class RankPool:
         res_r, res_w = os.pipe()
         stack_path = self._dir / f"stacks-rank{rank}.txt"
         package_root = str(Path(__file__).resolve().parents[2])  # the folder holding tinykit/
-        env = {**os.environ, POOL_TAG_VAR: self.tag, "PYTHONUNBUFFERED": "1"}
+        env = {
+            **os.environ,
+            **self._node_env(rank),
+            POOL_TAG_VAR: self.tag,
+            "PYTHONUNBUFFERED": "1",
+        }
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
         proc = subprocess.Popen(
             [
@@ -156,6 +172,13 @@ class RankPool:
             with self._lock:
                 self._lines.append((rank, text))
         self._ends[(rank, name)].set()
+
+    def _node_env(self, rank: int) -> dict[str, str]:
+        node = self.layout.node_of(rank)
+        env = self.folders.env(node)
+        if self._gpus is not None:
+            env["CUDA_VISIBLE_DEVICES"] = self._gpus[node]
+        return env
 
     def pids(self) -> list[int]:
         return [r.proc.pid for r in self._ranks]
@@ -210,31 +233,27 @@ class RankPool:
         GRACE_AFTER_FAILURE_S after another rank failed, are "hung": their Python stacks are
         dumped (faulthandler) and the pool is killed.
         """
-        from torch.distributed import TCPStore
-
         self._wait_ready()
-        store = TCPStore("127.0.0.1", 0, self.world_size, is_master=True, wait_for_workers=False)
+        if self.jobs_run:
+            self.folders.clear()  # every job starts with empty node-local and shared folders
+        store = loopback_store(self.world_size)
         with self._lock:
             self._lines.clear()
         for event in self._ends.values():
             event.clear()
         offsets = {r.rank: r.stack_path.stat().st_size for r in self._ranks}
         self.jobs_run += 1
-        base = {**os.environ, **RANK_ENV_DEFAULTS, **self.env, **(job_env or {})}
         rng = rng_state()
         for r in self._ranks:
             header = {
                 "job_id": self.jobs_run,
                 "env": {
-                    **base,
-                    "RANK": str(r.rank),
-                    "LOCAL_RANK": str(r.rank),
-                    "GROUP_RANK": "0",
-                    "WORLD_SIZE": str(self.world_size),
-                    "LOCAL_WORLD_SIZE": str(self.world_size),
-                    "MASTER_ADDR": "127.0.0.1",
-                    "MASTER_PORT": str(store.port),
-                    "TORCHELASTIC_USE_AGENT_STORE": "True",
+                    **os.environ,
+                    **RANK_ENV_DEFAULTS,
+                    **self._node_env(r.rank),  # the caller's env= and job_env win over these
+                    **self.env,
+                    **(job_env or {}),
+                    **rank_env(self.layout, r.rank, store.port, f"{self.tag}-{self.jobs_run}"),
                     POOL_TAG_VAR: self.tag,
                 },
                 "sys_path": list(sys.path),
@@ -323,7 +342,7 @@ class RankPool:
                 f.seek(offsets[r.rank])
                 threads = f.read().strip().split("\n\n")
             # the worker's own lifeline thread says nothing about the hang
-            outcomes[r.rank].stack = "\n\n".join(t for t in threads if "_die_with_parent" not in t)
+            outcomes[r.rank].stack = "\n\n".join(t for t in threads if "die_with_parent" not in t)
 
     # ---- teardown --------------------------------------------------------------------------
 
@@ -359,10 +378,7 @@ class RankPool:
             for closable in closables:
                 with contextlib.suppress(OSError):
                     closable.close()
-        for path in self._dir.glob("*"):
-            path.unlink(missing_ok=True)
-        with contextlib.suppress(OSError):
-            self._dir.rmdir()
+        shutil.rmtree(self._dir, ignore_errors=True)
 
 
 def rng_state() -> dict[str, Any]:
@@ -377,18 +393,20 @@ def rng_state() -> dict[str, Any]:
 
 
 class PoolRegistry:
-    """Warm pools keyed by (world size, backend, extra env); one per pytest session."""
+    """Warm pools keyed by (world size, backend, extra env, nodes); one per pytest session."""
 
     def __init__(self) -> None:
         self._pools: dict[tuple[Any, ...], RankPool] = {}
 
-    def get(self, world_size: int, backend: str, env: dict[str, str] | None = None) -> RankPool:
-        key = (world_size, backend, tuple(sorted((env or {}).items())))
+    def get(
+        self, world_size: int, backend: str, env: dict[str, str] | None = None, nodes: int = 1
+    ) -> RankPool:
+        key = (world_size, backend, tuple(sorted((env or {}).items())), nodes)
         pool = self._pools.get(key)
         if pool is None or not pool.alive:
             if pool is not None:
                 pool.kill()
-            pool = self._pools[key] = RankPool(world_size, backend, env)
+            pool = self._pools[key] = RankPool(world_size, backend, env, nodes=nodes)
         return pool
 
     def discard(self, pool: RankPool) -> None:

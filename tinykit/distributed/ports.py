@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import os
 import socket
+from typing import Any
 
 from tinykit.errors import SetupError
 
@@ -59,4 +60,33 @@ def free_port(host: str = "127.0.0.1") -> int:
         f"No free port on {host} in {base}-{base + SLICE - 1} (the slice of xdist worker "
         f"{xdist_worker_index()}). All {SLICE} ports are bound by other processes. "
         "Stop stale launchers (`ss -ltnp` shows who holds them) or run with fewer xdist workers."
+    )
+
+
+def loopback_store(world_size: int | None = None) -> Any:
+    """A `torch.distributed.TCPStore` server that listens on 127.0.0.1 only, on an OS-chosen port.
+
+    Given a host, TCPStore still binds every interface; handed a socket already bound to the
+    loopback address (`master_listen_fd`) it listens there, and it starts in ~2 ms instead of the
+    ~200 ms of a port-0 TCPStore (torch 2.13 on Linux). Clients: `TCPStore("127.0.0.1", port)`.
+    """
+    from torch.distributed import TCPStore
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(1024)
+        port = sock.getsockname()[1]
+    except OSError:
+        sock.close()
+        raise
+    # the store owns the socket from here on (detach: Python must not close it under it)
+    return TCPStore(
+        "127.0.0.1",
+        port,
+        world_size,
+        is_master=True,
+        wait_for_workers=False,
+        multi_tenant=True,
+        master_listen_fd=sock.detach(),
     )

@@ -296,14 +296,11 @@ def measure_step(
     import torch
 
     from tinykit.memory.track import settle, track_memory
-    from tinykit.model.build import config_for, model_class
+    from tinykit.model.build import class_and_config
     from tinykit.model.config import load_config
     from tinykit.model.inputs import make_inputs
-    from tinykit.source import Source
 
-    config = load_config(raw)
-    cls = model_class(Source("folder", "projection", None, raw, ""), config, False)
-    config = config_for(cls, config)
+    cls, config = class_and_config(raw, load_config(raw), name="projection")
     device = "cuda" if torch.cuda.is_available() else "cpu"  # GPU paths: untested here
     torch.manual_seed(0)
     model = cls._from_config(config, dtype=getattr(torch, dtype))

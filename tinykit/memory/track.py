@@ -53,6 +53,7 @@ __all__ = [
 DEFAULT_INTERVAL_S = 0.05
 CHILDREN_REFRESH_S = 0.1  # new descendants are looked for this often (a /proc walk)
 MAX_SAMPLES = 20_000  # the timeline is thinned (every other sample dropped) beyond this
+HOST, DEVICE = "host", "device"  # the memories a budget bounds (MemoryBudgetExceeded.kind)
 # getrusage's ru_maxrss is in KiB on Linux and in bytes on macOS
 _MAXRSS_UNIT = 1 if sys.platform == "darwin" else 1024
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -435,7 +436,7 @@ class track_memory(contextlib.ContextDecorator):  # noqa: N801 - used like a fun
                 f"host memory peaked at +{format_bytes(report.host_peak_delta)}, over the budget "
                 f"of {format_bytes(self.host_budget)}: {report.summary()}. Free memory earlier, "
                 "use smaller inputs, or raise the budget.",
-                kind="host",
+                kind=HOST,
                 used=report.host_peak_delta,
                 budget=self.host_budget,
                 report=report.to_dict(samples=False),
@@ -446,7 +447,7 @@ class track_memory(contextlib.ContextDecorator):  # noqa: N801 - used like a fun
                 f"device memory peaked at +{format_bytes(used)}, over the budget of "
                 f"{format_bytes(self.device_budget)}: {report.summary()}. Free tensors earlier, "
                 "use smaller inputs, or raise the budget.",
-                kind="device",
+                kind=DEVICE,
                 used=used,
                 budget=self.device_budget,
                 report=report.to_dict(samples=False),

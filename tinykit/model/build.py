@@ -21,7 +21,8 @@ from tinykit._progress import stage
 from tinykit.errors import TinyArtifactInvalid, UnsupportedModelError, UsageError
 from tinykit.model import provenance
 from tinykit.model.choices import BuildChoices
-from tinykit.model.config import ShrunkConfig, remap_token_ids, shrink_config
+from tinykit.model.config import ShrunkConfig, shrink_config
+from tinykit.model.shrink.token_ids import remap_token_ids
 from tinykit.model.spec import ShrinkOptions, ShrinkSpec
 from tinykit.source import Source, resolve
 
@@ -94,6 +95,7 @@ def make_tiny(
     preset: str | None = None,
     tokenizer: str | os.PathLike[str] | None = None,
     chat_template: str | os.PathLike[str] | None = None,
+    pooling: str | None = None,
     **spec: Unpack[ShrinkOptions],
 ) -> BuildResult:
     """Build a tiny random model of `source` into `out`; return what was built.
@@ -122,6 +124,9 @@ def make_tiny(
         tokenizer: take the tokenizer and its special tokens from this folder, Hub id or
             model_type instead of `source`.
         chat_template: a Jinja file that replaces the tokenizer's chat template.
+        pooling: add a sentence-transformers front end (modules.json, 1_Pooling/) with this
+            pooling mode (mean, cls, max, mean_sqrt_len); a source with its own modules.json
+            keeps its pipeline without it (`tinykit.model.sentence`).
         **spec: ShrinkSpec fields (hidden, layers, vocab, dtype, seed, mode, ...).
 
     Raises:
@@ -134,6 +139,8 @@ def make_tiny(
             f"source={source!r} is not a folder, model_type or Hub id. Pass one of those as a "
             "str or Path (e.g. make_tiny('qwen3_moe', 'tiny-qwen3-moe'))."
         )
+    if pooling is not None and model_class is None and task is None:
+        task = "base"  # sentence-transformers loads the Transformer module with AutoModel
     choices = BuildChoices(
         model_class=model_class,
         task=task,
@@ -142,6 +149,7 @@ def make_tiny(
         preset=preset,
         tokenizer=None if tokenizer is None else str(tokenizer),
         chat_template=None if chat_template is None else str(chat_template),
+        pooling=pooling,
     )
     shrink = _spec(dict(spec), choices)
     if out is not None:  # refuse before the (possibly remote) source is read
@@ -153,7 +161,7 @@ def make_tiny(
             f"--mode faithful keeps the source's real tokenizer, and {src.name!r} (a bare model_type) has "
             f"none. Use a folder or Hub id as the source, or --mode tiny."
         )
-    if (choices.model_class or choices.task) and "auto_map" in src.config:
+    if (choices.model_class or choices.task) and _runs_own_code(src):
         raise UsageError(
             f"--class and --task choose among transformers' own classes, and {src.name} needs "
             "the repository's code (auto_map). Drop them to build its own auto_map class."
@@ -185,9 +193,6 @@ def make_tiny(
     )
 
 
-build = make_tiny  # the name the CLI and older callers use
-
-
 def _spec(spec: dict[str, Any], choices: BuildChoices) -> ShrinkSpec:
     """The ShrinkSpec: a preset's sizes under the explicit ones; checks that need no source."""
     from tinykit.model.recipes import preset
@@ -205,6 +210,9 @@ def _spec(spec: dict[str, Any], choices: BuildChoices) -> ShrinkSpec:
         raise UsageError(
             f"--chat-template {choices.chat_template} is not a file. Pass a Jinja template file."
         )
+    from tinykit.model.sentence import check_pooling
+
+    check_pooling(choices.pooling)
     if choices.task is not None:
         from tinykit.model.classes import check_task
 
@@ -224,6 +232,7 @@ def _build_into(
     from transformers.utils import logging as hf_logging
 
     from tinykit.model.processor import add_media_tokens, ship_processor
+    from tinykit.model.sentence import write_front_end
     from tinykit.model.tokenizer import ship
 
     choices = choices or BuildChoices()
@@ -234,8 +243,9 @@ def _build_into(
     shipped = ship(tmp, src, spec, choices, _takes_text(src), trust_remote_code)
     shipped = add_media_tokens(tmp, src, spec, choices, shipped)  # the processor's placeholders
     shrunk = _shrunk_config(src, spec, recipes, remote, shipped)
-    cls = model_class(src, shrunk.config, remote is not None, requested)
-    config = shrunk.config if remote else config_for(cls, shrunk.config)
+    cls, config = class_and_config(
+        src.config, shrunk.config, name=src.name, remote=remote is not None, requested=requested
+    )
     if choices.num_labels is not None:
         config.num_labels = choices.num_labels
     _fill_pad_token(cls, config)
@@ -261,6 +271,7 @@ def _build_into(
     model.save_pretrained(tmp)
     stage("processor")
     ship_processor(tmp, src, model, shrunk)
+    write_front_end(tmp, src.folder, model.config, pooling=choices.pooling, seed=spec.seed)
     params = sum(p.numel() for p in model.parameters())
     layers = {path: list(plan.kept) for path, plan in shrunk.plans.items()}
     options = {**choices.changed(), **shipped.record}
@@ -318,9 +329,26 @@ def _fill_pad_token(cls: Any, config: Any) -> None:
         config.pad_token_id = eos if isinstance(eos, int) else 0
 
 
-def model_class(src: Source, config: Any, remote: bool, requested: Any | None = None) -> Any:
-    """`requested`, else the source's own architecture class, else the first task class
-    transformers maps its type to."""
+def class_and_config(
+    raw: dict[str, Any],
+    config: Any,
+    *,
+    name: str = "",
+    remote: bool = False,
+    requested: Any | None = None,
+) -> tuple[Any, Any]:
+    """The transformers class a build of config.json dict `raw` instantiates, and the config it
+    is built from: `config` (the loaded, maybe shrunk, `raw`), or the part of a composite config
+    the class is made for. The class is `requested`, else `raw`'s own architecture, else the
+    first task class transformers maps its type to; `remote`: the source's own code builds it.
+    `name` names the source in the error when there is no class."""
+    cls = _model_class(raw, config, name, remote, requested)
+    return cls, config if remote else _config_for(cls, config)
+
+
+def _model_class(
+    raw: dict[str, Any], config: Any, name: str, remote: bool, requested: Any | None
+) -> Any:
     import transformers
     from transformers.models.auto import modeling_auto
 
@@ -329,10 +357,10 @@ def model_class(src: Source, config: Any, remote: bool, requested: Any | None = 
     if remote:
         return (
             transformers.AutoModelForCausalLM
-            if "AutoModelForCausalLM" in src.config["auto_map"]
+            if "AutoModelForCausalLM" in raw["auto_map"]
             else transformers.AutoModel
         )
-    for arch in src.config.get("architectures") or []:
+    for arch in raw.get("architectures") or []:
         if hasattr(transformers, arch):
             return getattr(transformers, arch)
     # encoder-decoders (BART, Whisper) also map to a decoder-only causal LM: prefer the whole model
@@ -342,19 +370,19 @@ def model_class(src: Source, config: Any, remote: bool, requested: Any | None = 
         else TASK_MAPPINGS
     )
     for mapping in order:
-        name = getattr(modeling_auto, mapping).get(config.model_type)
-        if name and hasattr(transformers, name):
-            return getattr(transformers, name)
+        class_name = getattr(modeling_auto, mapping).get(config.model_type)
+        if class_name and hasattr(transformers, class_name):
+            return getattr(transformers, class_name)
     raise UnsupportedModelError(
-        f"{src.name}: no transformers model class for model_type {config.model_type!r}. "
-        f"Name one in config.json 'architectures'.",
+        f"{name or config.model_type}: no transformers model class for model_type "
+        f"{config.model_type!r}. Name one in config.json 'architectures'.",
         model_type=config.model_type,
     )
 
 
-def config_for(cls: Any, config: Any) -> Any:
-    """The config `cls` is built from: a composite config's text/decoder part when the class
-    (a causal LM of a multimodal family, say) is made for that part alone."""
+def _config_for(cls: Any, config: Any) -> Any:
+    """A composite config's text/decoder part when the class (a causal LM of a multimodal
+    family, say) is made for that part alone; else `config`."""
     wanted = getattr(cls, "config_class", None)
     if wanted is None or isinstance(config, wanted):
         return config
@@ -362,12 +390,21 @@ def config_for(cls: Any, config: Any) -> Any:
     return next((sub for sub in subs if isinstance(sub, wanted)), config)
 
 
+def _runs_own_code(src: Source) -> bool:
+    """Whether the source needs its repository's code: an `auto_map` on a model_type transformers
+    lacks. A native type's `auto_map` is stale (the config predates transformers' own class) and
+    is dropped, so --class and --task still choose among transformers' classes."""
+    from transformers import CONFIG_MAPPING
+
+    return "auto_map" in src.config and src.model_type not in CONFIG_MAPPING
+
+
 def _takes_text(src: Source) -> bool:
     """Whether the model reads token ids: its config (or a sub-config) has a vocabulary. One
     the class leaves None (ESM's) counts: the shrink rules give it the tiny vocab."""
     from tinykit.model.config import load_config
 
-    config = load_config(src.config) if "auto_map" not in src.config else None
+    config = load_config(src.config) if not _runs_own_code(src) else None
     return config is not None and hasattr(config.get_text_config(decoder=True), "vocab_size")
 
 

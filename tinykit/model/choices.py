@@ -1,4 +1,5 @@
-"""BuildChoices: what a tiny model is built as, beyond its sizes (class, task, labels, tokenizer).
+"""BuildChoices: what a tiny model is built as, beyond its sizes (class, task, labels, tokenizer,
+front end).
 
 The sizes live in ShrinkSpec; these choices say which class carries them, which tokenizer and
 chat template ship, whether the vocab is exact, and which shape preset filled the defaults.
@@ -23,6 +24,7 @@ FLAGS = {
     "preset": "--preset",
     "tokenizer": "--tokenizer",
     "chat_template": "--chat-template",
+    "pooling": "--pooling",
 }
 
 
@@ -42,9 +44,11 @@ class BuildChoices:
     """The tokenizer's source (folder, Hub id or model_type) when it is not the config's."""
     chat_template: str | None = None
     """A Jinja file whose text replaces the tokenizer's chat template."""
+    pooling: str | None = None
+    """Add a sentence-transformers front end with this pooling mode (tinykit.model.sentence)."""
 
     def __post_init__(self) -> None:
-        for name in ("model_class", "task", "preset", "tokenizer", "chat_template"):
+        for name in ("model_class", "task", "preset", "tokenizer", "chat_template", "pooling"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value.strip()):
                 raise UsageError(f"{name}={value!r} must be a non-empty string, or None.")

@@ -163,7 +163,7 @@ def sweep(
     `classes` names the transformers class to build a type with (its group's, from
     `all_model_types`); a type without one gets make-tiny's own choice.
     """
-    from tinykit.model.build import build
+    from tinykit.model.build import make_tiny
     from tinykit.model.processor import shipped_processor
     from tinykit.model.verify import verify
 
@@ -179,7 +179,7 @@ def sweep(
             ok, reason, params, weights, processor = False, "", 0, 0, ""
             try:  # verify runs here, with its report kept: the build's own check is skipped
                 source = _source_folder(Path(tmp), model_type, (classes or {}).get(model_type))
-                built = build(source, Path(tmp) / model_type, check=False, **spec)
+                built = make_tiny(source, Path(tmp) / model_type, check=False, **spec)
                 processor = shipped_processor(built.path)
                 report = verify(built.path)
                 ok, reason = report.ok, "; ".join(report.problems) or "ok"
@@ -269,18 +269,16 @@ def upstream_error(model_type: str, class_name: str | None = None) -> str | None
     import torch
     import transformers
 
-    from tinykit.model.build import config_for, model_class
+    from tinykit.model.build import class_and_config
     from tinykit.model.config import load_config
     from tinykit.model.inputs import Inputs, make_inputs
-    from tinykit.source import Source
 
     try:
-        config = load_config({"model_type": model_type})
-        cls = getattr(transformers, class_name or "", None) or model_class(
-            Source("model_type", model_type, None, {"model_type": model_type}, ""), config, False
-        )
+        raw = {"model_type": model_type}
+        requested = getattr(transformers, class_name or "", None)
+        cls, config = class_and_config(raw, load_config(raw), requested=requested)
         with torch.device("meta"):
-            model = cls._from_config(config_for(cls, config))
+            model = cls._from_config(config)
     except Exception as e:  # any failure of transformers' own defaults
         return f"{type(e).__name__}: {_flat(e)[:200]}"
     # a class without a forward of its own (Bark's, which only chains its sub-models' generate)

@@ -333,7 +333,8 @@ def _config_ids(src: Source, tiny: dict[str, int], vocab_size: int) -> dict[int,
     """Source config id -> tiny id of each processor token the config names (`image_token` ->
     `image_token_id` or `image_token_index`, in any sub-config). The config's other ids past the
     vocab keep the places the shrink gives them without the added tokens."""
-    from tinykit.model.config import is_token_key, load_config
+    from tinykit.model.config import load_config
+    from tinykit.model.shrink.token_ids import is_token_key
 
     config = load_config(src.config).to_dict()
     mapping: dict[int, int] = {}

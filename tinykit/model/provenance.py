@@ -43,7 +43,7 @@ def rebuild_command(
         **{k: v for k, v in (options or {}).items() if k in BuildChoices.__dataclass_fields__}
     )
     parts = ["tinykit", "make-tiny", src.name]
-    if src.kind == "hub":
+    if src.origin == "hub":
         parts += ["--revision", src.revision]
     preset_sizes = preset(choices.preset) if choices.preset else {}
     defaults = type(spec)().to_dict()
@@ -71,7 +71,7 @@ def write(
     manifest = {
         "command": command,
         "source": {
-            "kind": src.kind,
+            "kind": src.origin,
             "name": src.name,
             "revision": src.revision,
             "model_type": src.model_type,
@@ -95,7 +95,7 @@ def read_manifest(folder: Path) -> dict[str, Any] | None:
 
 
 def _card(src: Source, spec: ShrinkSpec, result: Built, command: str) -> str:
-    base = f"base_model: {src.name.split('@')[0]}\n" if src.kind == "hub" else ""
+    base = f"base_model: {src.name.split('@')[0]}\n" if src.origin == "hub" else ""
     layers = "\n".join(f"- `{path}`: source layers {kept}" for path, kept in result.layers.items())
     return (
         "---\n"

@@ -52,7 +52,7 @@ class TokenizerSource:
     folder: Path | None
     model_type: str | None
     name: str
-    kind: str
+    origin: str  # Source.origin: "folder", "model_type" or "hub"
     revision: str | None
     foreign: bool
 
@@ -75,14 +75,14 @@ def tokenizer_source(src: Source, choice: str | None, trust_remote_code: bool) -
 
     if choice is None:
         return TokenizerSource(
-            src.folder, src.model_type, src.name, src.kind, src.revision, foreign=False
+            src.folder, src.model_type, src.name, src.origin, src.revision, foreign=False
         )
     path = Path(choice).expanduser()
     if path.is_dir() and not (path / "config.json").is_file():  # a tokenizer folder alone
         return TokenizerSource(path, None, choice, "folder", folder_digest(path), foreign=True)
     other = resolve(choice, None, trust_remote_code)
     return TokenizerSource(
-        other.folder, other.model_type, choice, other.kind, other.revision, foreign=True
+        other.folder, other.model_type, choice, other.origin, other.revision, foreign=True
     )
 
 
@@ -98,7 +98,11 @@ def ship(
     tok = tokenizer_source(src, choices.tokenizer, trust_remote_code)
     record: dict[str, Any] = {}
     if tok.foreign:
-        record["tokenizer_source"] = {"name": tok.name, "kind": tok.kind, "revision": tok.revision}
+        record["tokenizer_source"] = {
+            "name": tok.name,
+            "kind": tok.origin,
+            "revision": tok.revision,
+        }
     if spec.mode == "tiny":
         tiny = _shrink(tok, spec, choices, tmp, takes_text)
         if tiny is None:

@@ -28,11 +28,20 @@ from collections import deque
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from tinykit.errors import NumericsError, UsageError
+from tinykit._deprecate import old_positions
+from tinykit.errors import NumericsError, NumericsWarning, UsageError
 from tinykit.numerics.findings import finding, format_frames
 from tinykit.numerics.recorder import Recorder, Sink
 from tinykit.numerics.stats import minmax_summaries
-from tinykit.numerics.summary import RawTensors, Record, TensorSummary, dtype_name
+from tinykit.numerics.summary import (
+    FORWARD,
+    GRAD,
+    PROBE,
+    RawTensors,
+    Record,
+    TensorSummary,
+    dtype_name,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -44,18 +53,15 @@ __all__ = ["AnomalyDetector", "NumericsWarning", "detect_anomalies", "format_fra
 Pending = tuple[Record, RawTensors, list[tuple[int, str, Any, int, Any]]]
 
 
-class NumericsWarning(UserWarning):
-    """An activation approaches overflow (`warn_above`), or a finding when `abort=False`."""
-
-
 class AnomalyDetector(Sink):
-    """The context manager `detect_anomalies` returns; see there. After the block,
-    `.anomalies` (with abort=False), `.warnings` (warn_above) and `.traced` (trace_steps) hold
-    report dicts and frames."""
+    """The context manager `detect_anomalies(model, **options)` returns; its options are
+    documented there. After the block, `.anomalies` (with abort=False), `.warnings`
+    (warn_above) and `.traced` (trace_steps) hold report dicts and frames."""
 
     def __init__(
         self,
         model: torch.nn.Module | None,
+        *,
         grads: bool = True,
         inf: bool = True,
         warn_above: float | None = None,
@@ -154,7 +160,7 @@ class AnomalyDetector(Sink):
             for side in (0, 1)
             for name, t in floats[side]
         ]
-        if self.warn_above is not None and record.kind == "forward":
+        if self.warn_above is not None and record.kind == FORWARD:
             for name, t in tensors[1]:
                 if t.is_floating_point() and t.numel():
                     import torch
@@ -179,13 +185,13 @@ class AnomalyDetector(Sink):
                 self._tail.append(pending)
             else:
                 self._check(end=False)
-        if record.kind == "grad" and not self._callback_queued:
+        if record.kind == GRAD and not self._callback_queued:
             from torch.autograd import Variable
 
             # runs when this backward pass has finished: the check of its records
             Variable._execution_engine.queue_callback(self._check)
             self._callback_queued = True
-        elif record.kind in ("forward", "probe") and not rec._stack:
+        elif record.kind in (FORWARD, PROBE) and not rec._stack:
             self._check()  # the top-level forward (or a probe outside one) is over
 
     def on_step(self, rec: Recorder, step: int) -> None:
@@ -345,19 +351,11 @@ def _reduce(t: torch.Tensor) -> Any:
     return torch.sum(d, dtype=torch.float64 if d.dtype == torch.float64 else torch.float32)
 
 
-def detect_anomalies(
-    model: torch.nn.Module | None,
-    grads: bool = True,
-    inf: bool = True,
-    warn_above: float | None = None,
-    abort: bool = True,
-    frames: int = 21,
-    every: int = 1,
-    *,
-    trace_steps: Iterable[int] = (),
-    sampled: bool | None = None,
-) -> AnomalyDetector:
-    """Watch `model`'s forward and backward for NaN (and Inf) values.
+@old_positions("model", "grads", "inf", "warn_above", "abort", "frames", "every")
+def detect_anomalies(model: torch.nn.Module | None, **options: Any) -> AnomalyDetector:
+    """Watch `model`'s forward and backward for NaN (and Inf) values: returns the running
+    `AnomalyDetector(model, **options)`, whose keyword-only parameters are the one list of the
+    options and their defaults.
 
     Args:
         model: the module whose submodules are watched; each top-level call after the first
@@ -377,6 +375,4 @@ def detect_anomalies(
     Raises:
         NumericsError: at the first NaN/Inf, with `.report` (a JSON-ready dict).
     """
-    return AnomalyDetector(
-        model, grads, inf, warn_above, abort, frames, every, trace_steps, sampled
-    )
+    return AnomalyDetector(model, **options)

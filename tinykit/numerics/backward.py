@@ -19,6 +19,8 @@ import operator
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from tinykit.numerics.summary import GRAD
+
 if TYPE_CHECKING:
     import torch
 
@@ -134,7 +136,7 @@ class CallBackward:
             rec._add(
                 rec._next_seq(),
                 label,
-                "grad",
+                GRAD,
                 raw=(grad_outs, grad_ins),
                 parent=self.parent,
                 cls=self.cls,

@@ -21,19 +21,26 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tinykit._child import FunctionRef, describe, resolve, start_child
+from tinykit._deprecate import old_positions
 from tinykit.errors import NondeterminismError, UsageError
 from tinykit.numerics.compare import compare_summaries
 from tinykit.numerics.recorder import Recorder, probe
-from tinykit.numerics.summary import Record, TensorSummary
+from tinykit.numerics.summary import FORWARD, GRAD, PROBE, Record, TensorSummary
 
 __all__ = ["DeterminismReport", "FirstDiff", "check_determinism", "probe"]
 
 Mode = Literal["process", "inprocess"]
 
+# FirstDiff.kind when no module is at fault: what already differed before any module ran
+INPUT = "input"  # a module's inputs: the data
+STATE = "state"  # a module's parameters or buffers: the initialisation or an update
+ORDER = "order"  # the sequence of records: the runs took different paths
+
 
 @dataclass(frozen=True)
 class FirstDiff:
-    """Where two runs first diverged. `kind`: forward | grad | probe | input | state | order."""
+    """Where two runs first diverged. `kind`: the record's (FORWARD, GRAD, PROBE), or INPUT,
+    STATE, ORDER."""
 
     module: str
     kind: str
@@ -58,12 +65,13 @@ class DeterminismReport:
     first_diff: FirstDiff | None = None
 
 
+@old_positions("fn", "runs", "mode", "atol")
 def check_determinism(
     fn: Callable[[], Any] | str,
+    *,
     runs: int = 2,
     mode: Mode = "process",
     atol: float = 0,
-    *,
     seed: int = 0,
     deterministic: bool = False,
     timeout: float | None = None,
@@ -171,7 +179,7 @@ def compare(a: list[Record], b: list[Record], atol: float = 0, run: int = 1) -> 
         where = f"{_label(ra)}{_pair_stats(ra.outputs, rb.outputs, atol, run)}"
         if first is None:
             return FirstDiff(ra.module, ra.kind, ra.call, run, f"{where} is beyond atol={atol:g}.")
-        if first.kind == "order":
+        if first.kind == ORDER:
             return first
         return FirstDiff(
             first.module,
@@ -199,7 +207,7 @@ def _first_divergence(a: list[Record], b: list[Record], run: int) -> FirstDiff |
         if ra.key != rb.key:
             return FirstDiff(
                 ra.module,
-                "order",
+                ORDER,
                 ra.call,
                 run,
                 f"the runs took different paths: run 0 recorded {_label(ra)} where "
@@ -210,9 +218,9 @@ def _first_divergence(a: list[Record], b: list[Record], run: int) -> FirstDiff |
         # depends on the activations it saved, so on a forward pass that matched. A probe depends
         # on everything before it.
         inputs_same = _same(ra.inputs, rb.inputs, 0) and (
-            ra.kind == "forward"
-            or (ra.kind == "grad" and forward_clean)
-            or (ra.kind == "probe" and clean_so_far)
+            ra.kind == FORWARD
+            or (ra.kind == GRAD and forward_clean)
+            or (ra.kind == PROBE and clean_so_far)
         )
         state_same = ra.state == rb.state
         outputs_same = _same(ra.outputs, rb.outputs, 0)
@@ -220,39 +228,39 @@ def _first_divergence(a: list[Record], b: list[Record], run: int) -> FirstDiff |
             return FirstDiff(ra.module, ra.kind, ra.call, run, _culprit_detail(ra, rb, run))
         matched = inputs_same and state_same and outputs_same
         clean_so_far = clean_so_far and matched
-        forward_clean = forward_clean and (ra.kind == "grad" or matched)
+        forward_clean = forward_clean and (ra.kind == GRAD or matched)
         if (
-            ra.kind == "forward"
+            ra.kind == FORWARD
             and (not inputs_same or not state_same)
             and (upstream is None or ra.seq < upstream[0].seq)
         ):
-            upstream = (ra, rb, "inputs" if not inputs_same else "parameters/buffers")
+            upstream = (ra, rb, INPUT if not inputs_same else STATE)
     if len(a) != len(b):
         extra = (a if len(a) > len(b) else b)[min(len(a), len(b))]
         return FirstDiff(
             extra.module,
-            "order",
+            ORDER,
             extra.call,
             run,
             f"run 0 made {len(a)} records and run {run} made {len(b)}; the first "
             f"unmatched one is {_label(extra)}.",
         )
     if upstream is not None:
-        ra, rb, what = upstream
-        kind = "input" if what == "inputs" else "state"
-        stats = _pair_stats(ra.inputs, rb.inputs, 0, run) if kind == "input" else ""
+        ra, rb, differs = upstream
+        data = differs == INPUT
+        stats = _pair_stats(ra.inputs, rb.inputs, 0, run) if data else ""
         return FirstDiff(
             ra.module,
-            kind,
+            differs,
             ra.call,
             run,
-            f"the {what} of '{ra.module}' (call {ra.call}) already differ before it "
-            f"ran, and no module before it diverged{stats}. "
+            f"the {'inputs' if data else 'parameters/buffers'} of '{ra.module}' (call {ra.call}) "
+            f"already differ before it ran, and no module before it diverged{stats}. "
             + (
                 "The data fed to the model changed (order or content): seed the data "
-                "loader with tinykit.repro.seed.dataloader_kwargs(seed), or call "
-                "tinykit.numerics.determinism.probe('batch', batch) to record it."
-                if kind == "input"
+                "loader with tinykit.seed.dataloader_kwargs(seed), or call "
+                "tinykit.probe('batch', batch) to record it."
+                if data
                 else "The parameters were initialised or updated differently: build the "
                 "model after seeding, and check the optimizer step."
             ),
@@ -269,13 +277,13 @@ def _same_tensor(x: TensorSummary, y: TensorSummary, atol: float) -> bool:
 
 
 def _label(r: Record) -> str:
-    what = {"forward": "output", "grad": "backward: gradient of its inputs"}.get(r.kind, r.kind)
+    what = {FORWARD: "output", GRAD: "backward: gradient of its inputs"}.get(r.kind, r.kind)
     return f"'{r.module}' ({what}, call {r.call})"
 
 
 def _culprit_detail(ra: Record, rb: Record, run: int) -> str:
     stats = _pair_stats(ra.outputs, rb.outputs, 0, run)
-    if ra.kind == "grad":
+    if ra.kind == GRAD:
         return (
             f"{_label(ra)} is the first to differ: its backward received the same gradient and "
             f"passed on a different one, while the whole forward pass matched{stats}. The "
@@ -284,7 +292,7 @@ def _culprit_detail(ra: Record, rb: Record, run: int) -> str:
         )
     why = (
         "while its inputs and parameters matched"
-        if ra.kind == "forward"
+        if ra.kind == FORWARD
         else "and nothing recorded before it differed"
     )
     return (

@@ -19,6 +19,7 @@ from typing import Any
 from tinykit.errors import UsageError
 from tinykit.numerics.compare import compare_tensors, tolerances
 from tinykit.numerics.dumps import Dump, read_dump
+from tinykit.numerics.summary import GRAD
 
 __all__ = ["DumpDiff", "RecordDiff", "diff_dumps"]
 
@@ -204,7 +205,7 @@ def diff_dumps(
         if result.root is None and row.inputs_match and not row.outputs_match:
             row.status, result.root = "root", row
         elif not row.inputs_match or (
-            result.root is not None and result.root.kind != "grad" and row.kind == "grad"
+            result.root is not None and result.root.kind != GRAD and row.kind == GRAD
         ):
             row.status = "downstream"  # a backward also reads the activations its forward saved
         elif result.root is not None and _contains(row.module, result.root.module, da):

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from tinykit.numerics.summary import Record, TensorSummary
+from tinykit.numerics.summary import FORWARD, GRAD, RECOMPUTE, Record, TensorSummary
 
 if TYPE_CHECKING:
     import torch
@@ -19,9 +19,7 @@ def format_frames(records: Iterable[Record]) -> str:
     """Frames in `DebugUnderflowOverflow`'s layout: a header per call, then `absmin absmax name`."""
     lines = [" abs min  abs max  metadata"]
     for r in records:
-        where = (
-            " (backward)" if r.kind == "grad" else " (recompute)" if r.kind == "recompute" else ""
-        )
+        where = " (backward)" if r.kind == GRAD else " (recompute)" if r.kind == RECOMPUTE else ""
         lines.append(f"{'':17} {r.module} {r.cls}{where}")
         for s in [*r.params, *r.inputs, *r.outputs]:
             if s.absmax is None:
@@ -71,7 +69,7 @@ def finding(
         numel *= d
     found = [(bad.nan, "NaN"), (bad.posinf, "+Inf"), (bad.neginf, "-Inf")]
     what = " and ".join(f"{label} ({n} of {numel})" for n, label in found if n)
-    backward = record.kind == "grad"
+    backward = record.kind == GRAD
     if backward:
         kind = "gradient received" if is_input else "gradient passed on"
         why = (
@@ -150,7 +148,7 @@ def _hint(
             f"float16 overflows past {FP16_MAX:g} (finite inputs' abs max {peak:.3g}): run this "
             "module in float32 (or bfloat16), or keep activations well below 1e4."
         ), {"cause": "float16 overflow"}
-    if not is_input and record.kind == "forward" and module is not None:
+    if not is_input and record.kind == FORWARD and module is not None:
         for name, p in module.named_parameters(recurse=False):
             if not bool(p.detach().isfinite().all()):
                 at = first_non_finite(p) or []

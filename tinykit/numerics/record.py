@@ -12,6 +12,7 @@ import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from tinykit._deprecate import old_positions
 from tinykit.numerics.recorder import Recorder, Sink, probe
 from tinykit.numerics.stats import KEEP_VALUES_UP_TO, minmax_summaries, summarize
 from tinykit.numerics.summary import (
@@ -41,15 +42,16 @@ __all__ = [
 ]
 
 
+@old_positions("model", "modules", "what", "steps", "tensors", "out", "max_bytes")
 def record(
     model: torch.nn.Module,
+    *,
     modules: str | Iterable[str] = "*",
     what: Iterable[str] = ("input", "output", "grad"),
     steps: Iterable[int] | None = None,
     tensors: str = "stats",
     out: str | os.PathLike[str] | None = None,
     max_bytes: int | None = None,
-    *,
     frames: int | None = None,
     hashes: bool | None = None,
 ) -> Recorder:

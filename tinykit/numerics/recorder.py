@@ -29,6 +29,9 @@ from typing import TYPE_CHECKING, Any
 from tinykit.numerics.backward import BackwardTaps, CallBackward, sequence_nr
 from tinykit.numerics.stats import flat_and_hash, minmax_summaries, scratch_buffers, summarize
 from tinykit.numerics.summary import (
+    FORWARD,
+    PROBE,
+    RECOMPUTE,
     RawTensors,
     Record,
     TensorSummary,
@@ -345,8 +348,8 @@ class Recorder:
     def _push(self, module: torch.nn.Module, name: str | None, recompute: bool) -> None:
         kind = None
         if name is not None and self.recording and self._is_wanted(module, name):
-            kind = "recompute" if recompute else "forward"
-        lo = sequence_nr() if kind == "forward" and "grad" in self.what else 0
+            kind = RECOMPUTE if recompute else FORWARD
+        lo = sequence_nr() if kind == FORWARD and "grad" in self.what else 0
         self._stack.append((self._next_seq() if kind else 0, name or "", kind, lo))
 
     def _post_hook(
@@ -356,7 +359,7 @@ class Recorder:
             return
         # runs also when forward raised (always_call=True)
         seq, name, kind, lo = self._stack.pop()
-        if output is _RAISED and kind == "recompute":
+        if output is _RAISED and kind == RECOMPUTE:
             # checkpointing stops a recomputation (by raising) once it has what backward needs
             output = None
         try:
@@ -395,7 +398,7 @@ class Recorder:
             if "param" in what
             else [],
         )
-        if kind == "forward" and "grad" in what and any(t.requires_grad for _, t in outs):
+        if kind == FORWARD and "grad" in what and any(t.requires_grad for _, t in outs):
             self._taps.add(
                 CallBackward(self, name, parent, inputs, outs, type(module).__name__, lo)
             )
@@ -405,7 +408,7 @@ class Recorder:
 
     def probe(self, name: str, tensors: tuple[Any, ...]) -> None:
         named = list(named_tensors(tensors, "probe"))
-        self._add(self._next_seq(), name, "probe", raw=([], named), outputs=self.summaries(named))
+        self._add(self._next_seq(), name, PROBE, raw=([], named), outputs=self.summaries(named))
 
 
 def probe(name: str, *tensors: Any) -> None:

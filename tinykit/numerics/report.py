@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tinykit.errors import SetupError, UsageError
+from tinykit.numerics.summary import FORWARD
 
 if TYPE_CHECKING:
     from tinykit.numerics.diff import DumpDiff
@@ -101,7 +102,7 @@ def plot_diff(result: DumpDiff, path: str | os.PathLike[str]) -> Path:
             "--plot needs matplotlib, which is not installed. Run: pip install 'tinykit[plot]' "
             "(or use --html)."
         ) from None
-    rows = [r for r in result.rows if r.kind == "forward"]
+    rows = [r for r in result.rows if r.kind == FORWARD]
     fig, ax = plt.subplots(figsize=(max(6, len(rows) * 0.25), 4))
     errors = [r.max_abs or 0.0 for r in rows]
     colors = [_COLORS.get(r.status, "#ccc") for r in rows]

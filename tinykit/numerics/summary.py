@@ -11,6 +11,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
+# What a Record is (`Record.kind`; also the "kind" of a dump's index lines and of reports).
+FORWARD = "forward"  # a module call
+GRAD = "grad"  # a module's backward: the gradient it received and the one it passed on
+PROBE = "probe"  # values named with `tinykit.probe`
+RECOMPUTE = "recompute"  # a forward that activation checkpointing re-runs during backward
+
 
 @dataclass(frozen=True, slots=True)
 class TensorSummary:
@@ -71,7 +77,7 @@ class Record:
 
     seq: int  # start order: a forward record gets it before its children run
     module: str
-    kind: str
+    kind: str  # FORWARD, GRAD, PROBE or RECOMPUTE
     call: int  # how many times this (module, kind) was recorded before in this run
     inputs: list[TensorSummary] = field(default_factory=list)
     outputs: list[TensorSummary] = field(default_factory=list)

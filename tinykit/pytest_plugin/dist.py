@@ -9,7 +9,9 @@
 A marked test body runs on `world_size` rank processes (gloo on CPU, NCCL when enough GPUs are
 visible; `backend="nccl"` skips without them). Fixture values are computed in the pytest process
 and pickled to the ranks. Rank processes come from a warm pool kept for the session; pass
-`fresh=True` (or `--tinykit-dist-fresh`) for tests that need new processes.
+`fresh=True` (or `--tinykit-dist-fresh`) for tests that need new processes. `nodes=2,
+procs_per_node=2` spreads the ranks over emulated nodes (torchrun's numbering, a local folder per
+node); `fail=` injects a rank fault (`tinykit.distributed.fail`).
 Nothing here imports torch until a distributed test runs.
 """
 
@@ -22,6 +24,16 @@ from typing import Any
 import pytest
 
 MARKER = "tinykit_dist"
+MARKER_ARGS = (
+    "world_size",
+    "nodes",
+    "procs_per_node",
+    "backend",
+    "timeout",
+    "fresh",
+    "env",
+    "fail",
+)
 DEFAULT_TIMEOUT_S = 120.0
 _REGISTRY = pytest.StashKey[Any]()
 
@@ -47,8 +59,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        f"{MARKER}(world_size=2, backend='auto', timeout=None, fresh=False): run the test body on "
-        "world_size torch.distributed ranks (gloo on CPU, NCCL on GPUs)",
+        f"{MARKER}(world_size=2, nodes=1, procs_per_node=None, backend='auto', timeout=None, "
+        "fresh=False, env=None, fail=None): run the test body on world_size torch.distributed "
+        "ranks (gloo on CPU, NCCL on GPUs), over `nodes` emulated nodes",
     )
 
 
@@ -82,12 +95,26 @@ def _marker_kwargs(item: pytest.Item) -> dict[str, Any]:
     kwargs = dict(marker.kwargs)
     if marker.args:
         kwargs.setdefault("world_size", marker.args[0])
-    unknown = set(kwargs) - {"world_size", "backend", "timeout", "fresh", "env"}
+    unknown = set(kwargs) - set(MARKER_ARGS)
     if unknown:
         raise pytest.UsageError(
-            f"{item.nodeid}: unknown {MARKER} argument(s) {sorted(unknown)}. Allowed: world_size, "
-            "backend, timeout, fresh, env."
+            f"{item.nodeid}: unknown {MARKER} argument(s) {sorted(unknown)}. Allowed: "
+            f"{', '.join(MARKER_ARGS)}."
         )
+    if "fail" in kwargs:
+        kwargs["fault"] = kwargs.pop("fail")
+    from tinykit.distributed.faults import Fault
+    from tinykit.distributed.nodes import NodeLayout
+    from tinykit.errors import UsageError
+
+    try:  # a layout or fault that cannot work is a usage error before anything runs
+        NodeLayout.of(
+            kwargs.get("world_size"), kwargs.get("nodes", 1), kwargs.get("procs_per_node")
+        )
+        if kwargs.get("fault") is not None:
+            Fault.coerce(kwargs["fault"])
+    except (UsageError, TypeError) as e:
+        raise pytest.UsageError(f"{item.nodeid}: {MARKER}: {e}") from None
     return kwargs
 
 
@@ -102,12 +129,26 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     """Skip before fixtures are built when the backend cannot run here."""
     if item.get_closest_marker(MARKER) is None:
         return
+    kwargs = _marker_kwargs(item)
+    _skip_without_devices(
+        kwargs.get("backend", "auto"),
+        kwargs.get("world_size"),
+        kwargs.get("nodes", 1),
+        kwargs.get("procs_per_node"),
+    )
+
+
+def _skip_without_devices(
+    backend: str, world_size: int | None, nodes: int, procs_per_node: int | None
+) -> None:
+    """Skip (with the reason) when the backend needs more GPUs than are visible."""
     from tinykit.distributed.launch import resolve_backend
+    from tinykit.distributed.nodes import NodeLayout
     from tinykit.errors import DeviceUnavailableError
 
-    kwargs = _marker_kwargs(item)
+    layout = NodeLayout.of(world_size, nodes, procs_per_node)
     try:
-        resolve_backend(kwargs.get("backend", "auto"), kwargs.get("world_size", 2))
+        resolve_backend(backend, layout.world_size)
     except DeviceUnavailableError as e:
         pytest.skip(str(e))
 
@@ -116,11 +157,14 @@ def _run(
     config: pytest.Config,
     fn: Callable[..., Any],
     *,
-    world_size: int = 2,
+    world_size: int | None = None,
+    nodes: int = 1,
+    procs_per_node: int | None = None,
     backend: str = "auto",
     timeout: float | None = None,
     fresh: bool = False,
     env: dict[str, str] | None = None,
+    fault: Any = None,
     args: tuple[Any, ...] = (),
     kwargs: dict[str, Any] | None = None,
     name: str | None = None,
@@ -135,10 +179,13 @@ def _run(
             args=args,
             kwargs=kwargs,
             world_size=world_size,
+            nodes=nodes,
+            procs_per_node=procs_per_node,
             backend=backend,
             timeout=_timeout(config, timeout),
             fresh=fresh or config.getoption("tinykit_dist_fresh"),
             env=env,
+            fault=fault,
             registry=_registry(config),
             name=name,
         )
@@ -194,37 +241,38 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
 
 @pytest.fixture
 def dist_launch(request: pytest.FixtureRequest) -> Callable[..., list[Any]]:
-    """Factory: `dist_launch(fn, *args, world_size=2, backend="auto", timeout=None, fresh=False,
-    env=None, **kwargs)` runs a module-level `fn` on the ranks and returns the per-rank results.
+    """Factory: `dist_launch(fn, *args, world_size=2, nodes=1, procs_per_node=None,
+    backend="auto", timeout=None, fresh=False, env=None, fault=None, **kwargs)` runs a
+    module-level `fn` on the ranks and returns the per-rank results.
     """
     config = request.config
 
     def launch(
         fn: Callable[..., Any],
         *args: Any,
-        world_size: int = 2,
+        world_size: int | None = None,
+        nodes: int = 1,
+        procs_per_node: int | None = None,
         backend: str = "auto",
         timeout: float | None = None,
         fresh: bool = False,
         env: dict[str, str] | None = None,
+        fault: Any = None,
         **kwargs: Any,
     ) -> list[Any]:
-        from tinykit.distributed.launch import resolve_backend
-        from tinykit.errors import DeviceUnavailableError
-
         __tracebackhide__ = True
-        try:
-            resolve_backend(backend, world_size)
-        except DeviceUnavailableError as e:
-            pytest.skip(str(e))
+        _skip_without_devices(backend, world_size, nodes, procs_per_node)
         return _run(
             config,
             fn,
             world_size=world_size,
+            nodes=nodes,
+            procs_per_node=procs_per_node,
             backend=backend,
             timeout=timeout,
             fresh=fresh,
             env=env,
+            fault=fault,
             args=args,
             kwargs=kwargs,
         )
@@ -234,7 +282,8 @@ def dist_launch(request: pytest.FixtureRequest) -> Callable[..., list[Any]]:
 
 @pytest.fixture
 def dist_env() -> Any:
-    """This rank's RANK / LOCAL_RANK / WORLD_SIZE / device, read inside the rank (a RankInfo)."""
+    """This rank's RANK / LOCAL_RANK / WORLD_SIZE / node / node_dir / device, read inside the
+    rank (a RankInfo)."""
     from tinykit.distributed.helpers import RankInfo
 
     return RankInfo()

@@ -116,7 +116,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
     budgets = _budgets(item)
     if budgets is None and not item.config.getoption("tinykit_memory"):
         return (yield)
-    from tinykit.memory.track import MemoryReport, track_memory
+    from tinykit.memory.track import HOST, MemoryReport, track_memory
 
     interval = _interval(item.config)
     if item.get_closest_marker("tinykit_dist") is not None:
@@ -133,7 +133,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
         if budgets is not None:
             failure = _failure(budgets, report, ranks)
             top = budgets.get("top", 5)
-            if failure is not None and failure.kind == "host" and top and not ranks:
+            if failure is not None and failure.kind == HOST and top and not ranks:
                 _top_from_rerun(item, top, interval, report)
                 failure = _failure(budgets, report, ranks) or failure
             if failure is not None:

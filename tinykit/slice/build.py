@@ -1,6 +1,6 @@
 """slice: a few-layer copy of a real model with its real weights, fetching only the kept tensors.
 
-    tinykit.slice_model("org/name", layers=2, out="slices/name-2l")
+    tinykit.slice_model("org/name", "slices/name-2l", layers=2)
 
 The config's layer stacks are planned in `slice_plan` (make-tiny's layer planner, so every
 per-layer field is rewritten in lockstep). The safetensors headers are read alone (on
@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tinykit._deprecate import old_positions
 from tinykit._versions import __version__
 from tinykit.errors import UnsupportedModelError, UsageError
 from tinykit.slice.plan import Stack, map_tensors, parse_layers, plan_stacks
@@ -175,11 +176,19 @@ class _Weights:
                 yield from split_stream(chunks, group)
 
 
+def _layers_second(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """The old `slice_model(source, layers, out=...)`: a count or indexes where `out` now is."""
+    if len(args) != 2:
+        return False
+    return "out" in kwargs or not (args[1] is None or isinstance(args[1], (str, os.PathLike)))
+
+
+@old_positions("source", "layers", "out", is_old=_layers_second)
 def slice_model(
     source: str | Path,
-    layers: int | str | Sequence[int] = 2,
     out: str | Path | None = None,
     *,
+    layers: int | str | Sequence[int] = 2,
     revision: str | None = None,
     dtype: str | None = None,
     check: bool = False,

@@ -62,6 +62,8 @@ class StandinsReport:
     out: Path
     entries: list[EntryReport] = field(default_factory=list)
     seconds: float = 0.0
+    failed: list[str] = field(default_factory=list)
+    """With keep_going: one line per entry that did not build, naming it and why."""
 
     @property
     def built(self) -> int:
@@ -74,6 +76,7 @@ class StandinsReport:
             "built": self.built,
             "cached": len(self.entries) - self.built,
             "entries": [e.to_dict() for e in self.entries],
+            "failed": self.failed,
         }
 
 
@@ -83,6 +86,7 @@ def build_standins(
     *,
     force: bool = False,
     cache_dir: str | os.PathLike[str] | None = None,
+    keep_going: bool = False,
 ) -> StandinsReport:
     """Build every entry of `manifest` into the hub folder `out`; return the per-entry report.
 
@@ -91,10 +95,14 @@ def build_standins(
         out: the hub folder to write; missing or empty, unless `force`.
         force: replace a non-empty `out`.
         cache_dir: the artifact cache (default: TINYKIT_CACHE, else ~/.cache/tinykit).
+        keep_going: an entry that fails to build is left out and listed in `report.failed`
+            (its entry and the error, one line each) instead of stopping the build: one run
+            builds every good entry and names every bad one.
 
     Raises:
         UsageError: a bad manifest or entry (the message names the entry), or a bad `out`.
-        Any builder error, its message prefixed with the entry it came from.
+        Any builder error, its message prefixed with the entry it came from (without
+        keep_going).
     """
     from tinykit.artifacts.cache import Cache
 
@@ -104,7 +112,8 @@ def build_standins(
     cache = Cache(cache_dir)
     report = StandinsReport(target)
     with output_errors(target), replace_folder(target, force=force) as staging:
-        for entry, revision, built, cached, seconds in built_entries(parsed, cache):
+        failures = report.failed if keep_going else None
+        for entry, revision, built, cached, seconds in built_entries(parsed, cache, failures):
             folder = repo_folder(staging, entry.repo_type, entry.repo_id, revision)
             folder.parent.mkdir(parents=True, exist_ok=True)
             shutil.copytree(built, folder)  # copies: the cache's folders stay untouched
@@ -120,15 +129,31 @@ def build_standins(
     return report
 
 
-def built_entries(manifest: Manifest, cache: Any) -> Iterator[tuple[Entry, str, Path, bool, float]]:
+def built_entries(
+    manifest: Manifest, cache: Any, failures: list[str] | None = None
+) -> Iterator[tuple[Entry, str, Path, bool, float]]:
     """Build (or find in `cache`) each entry at each branch, in manifest order, with a stage
-    line `[n/N]` each: `(entry, revision, cached folder, was cached, seconds)`."""
+    line `[n/N]` each: `(entry, revision, cached folder, was cached, seconds)`. With a
+    `failures` list, an entry that fails is appended there (one line) and skipped."""
     jobs = [(e, rev, opts) for e in manifest.entries for rev, opts in _branches(e)]
     for n, (entry, revision, options) in enumerate(jobs, 1):
         at = "" if revision == "main" else f"@{revision}"
         stage(f"[{n}/{len(jobs)}] {entry.repo_id}{at} ({entry.kind}: {_shown(entry.source)})")
         started = time.perf_counter()
-        built, cached = _build_entry(entry, options, manifest.base, cache)
+        try:
+            built, cached = _build_entry(entry, options, manifest.base, cache)
+        except Exception as e:  # keep going: any builder failure is this entry's finding
+            if failures is None:
+                raise
+            text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            shown = (
+                text
+                if isinstance(e, TinykitError)
+                else f"{entry.where}: {type(e).__name__}: {text}"
+            )
+            failures.append(shown + ("" if revision == "main" else f" (branch {revision})"))
+            stage(f"[{n}/{len(jobs)}] {entry.repo_id}{at} FAILED: {shown}")
+            continue
         yield entry, revision, built, cached, time.perf_counter() - started
 
 

@@ -1,65 +1,76 @@
-"""discover: run a test command against an empty loopback Hub, and draft the manifest it needs.
+"""discover: run a test command against a recording loopback Hub, and draft the manifest it needs.
 
-    result = discover(["pytest", "tests/test_x.py"], out="standins.toml")
-    result.repos      # {("model", "org/name"): RepoRequests(files=[...], revisions=[...])}
+    result = discover(["pytest", "tests/test_x.py"], out="standins.toml", sources=["../repos"])
+    result.repos      # {("model", "org/name"): RepoRequests(files=[...], missing=[...])}
 
-The Hub answers every repo with 404 RepoNotFound at once (a suite fails fast, and nothing
-waits on a timeout) and records each repo, revision and file asked for. The command runs with
-HF_ENDPOINT pointing there, a fresh HF_HOME (no cache hit hides a request), and the offline
-switches removed (some helpers contact the Hub even under HF_HUB_OFFLINE). Each model repo's
-source is guessed from its name: a transformers class name in it (`tiny-random-
-BertForSequenceClassification` -> class BertForSequenceClassification, model_type bert), else a
-model_type (`tiny-random-gpt2` -> gpt2); a repo with neither, and every dataset, is written as a
-commented TODO entry. A test that fails at its first 404 asks for nothing after it, so a
-draft can miss a repo that is only fetched after another one loaded: build, rerun, compare.
+Pass 1: the Hub serves nothing and answers every repo with 404 RepoNotFound at once (a suite
+fails fast, nothing waits on a timeout) and records each repo, revision and file asked for.
+A test stops at its first 404, so pass 1 sees only the first repo of each test and none of
+the files after config.json. Pass 2 serves a stand-in of every repo the draft can build
+(`tinykit.standins.draft`): the suite goes on to ask for its tokenizer, processor and
+front-end files, and for its second repos; a file asked of a stand-in that lacks it adds the
+option that ships it (modules.json: a sentence-transformers front end). Passes repeat while
+the draft changes, up to `passes`. Each pass runs the command with HF_ENDPOINT pointing there,
+a fresh HF_HOME (no cache hit hides a request), and the offline switches removed (some helpers
+contact the Hub even under HF_HUB_OFFLINE). Stand-ins are built through the artifact cache,
+so the `standins build` of the draft afterwards finds most of them built.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import os
 import re
 import subprocess
 import tempfile
+from collections.abc import Collection
 from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path
+from typing import Any
 
 from tinykit._files import atomic_write
-from tinykit._suggest import known_model_types, normalise
+from tinykit._progress import stage
 from tinykit.errors import UsageError
+from tinykit.standins.draft import (
+    FILE_OPTIONS,
+    DraftEntry,
+    RepoRequests,
+    draft_entries,
+    guess_source,
+    local_sources,
+    render,
+)
+
+__all__ = ["Discovery", "RepoRequests", "discover", "draft_manifest", "guess_source"]
 
 # environment switches that would keep a client from asking the loopback Hub
 OFFLINE_VARS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE")
-_PAIR = re.compile(r'\(\s*"([\w-]+)",\s*"(\w+)"\s*\)')
-
-
-@dataclass
-class RepoRequests:
-    """What the command asked of one repo."""
-
-    files: list[str] = field(default_factory=list)
-    revisions: list[str] = field(default_factory=list)  # branches other than main
 
 
 @dataclass
 class Discovery:
-    """The repos a command asked for, its exit code, and the draft manifest text."""
+    """The repos a command asked for, its exit code per pass, and the draft manifest text."""
 
     command: list[str]
-    returncode: int
+    returncode: int  # of the last pass
     repos: dict[tuple[str, str], RepoRequests]
     manifest: str
     out: Path | None = None
+    passes: list[dict[str, Any]] = field(default_factory=list)  # per pass: exit code, repos
 
     def to_dict(self) -> dict:
         return {
             "command": self.command,
             "returncode": self.returncode,
             "out": str(self.out) if self.out else None,
+            "passes": self.passes,
             "repos": [
-                {"type": t, "id": r, "files": q.files, "revisions": q.revisions}
+                {
+                    "type": t,
+                    "id": r,
+                    "files": q.files,
+                    "revisions": q.revisions,
+                    "missing": q.missing,
+                }
                 for (t, r), q in self.repos.items()
             ],
         }
@@ -70,42 +81,121 @@ def discover(
     out: str | os.PathLike[str] | None = None,
     *,
     timeout: float | None = None,
+    sources: Collection[str | os.PathLike[str]] = (),
+    passes: int = 3,
+    cache_dir: str | os.PathLike[str] | None = None,
 ) -> Discovery:
-    """Run `command` against a recording, empty loopback Hub; write the draft manifest to `out`.
+    """Run `command` against a recording loopback Hub, pass after pass (see the module
+    docstring); write the draft manifest to `out`.
+
+    Args:
+        command: the test command (argv).
+        out: where the draft goes (default: only returned).
+        timeout: stop each pass after this many seconds (what was asked so far still counts).
+        sources: folders holding local copies of repos, matched by name (`org/name` or `name`).
+        passes: at most this many runs; 1 is the old empty-Hub pass alone.
+        cache_dir: the artifact cache the stand-ins of later passes are built in.
 
     The command's own exit code is reported, not raised: its tests fail on the 404s by design.
     Raises UsageError when the command cannot be started.
     """
-    from tinykit.hub.server import HubServer
+    from tinykit.artifacts.cache import Cache
 
     if not command:
         raise UsageError("no command to run. Put it after --, e.g. -- pytest -x tests/.")
+    if isinstance(passes, bool) or not isinstance(passes, int) or passes < 1:
+        raise UsageError(f"passes={passes!r} must be a positive integer. Pass e.g. --passes 3.")
+    located = local_sources(list(sources))
+    repos: dict[tuple[str, str], RepoRequests] = {}
+    entries: dict[tuple[str, str], DraftEntry] = {}
+    report: list[dict[str, Any]] = []
+    cache = Cache(cache_dir)
     with tempfile.TemporaryDirectory(prefix="tinykit-discover-") as tmp:
-        (Path(tmp) / "root").mkdir()
-        with HubServer(Path(tmp) / "root", read_only=True) as hub:
-            env = {k: v for k, v in os.environ.items() if k not in OFFLINE_VARS}
-            env.update(hub.client_env, HF_HOME=str(Path(tmp) / "hf-home"))
-            env.pop("HF_TOKEN")  # read-only: nothing to push, and no write token to leak
-            try:
-                code = subprocess.run(command, env=env, timeout=timeout, check=False).returncode
-            except FileNotFoundError as e:
-                raise UsageError(
-                    f"cannot run {command[0]!r}: {e.strerror}. Check the command after --."
-                ) from e
-            except subprocess.TimeoutExpired:
-                code = 124  # what was asked for so far still makes a draft
-            repos = requested_repos(hub.log.records)
-    text = draft_manifest(repos, command)
+        for n in range(1, passes + 1):
+            stage(f"discover pass {n}: serving {len(_buildable(entries))} stand-in(s)")
+            code, served = _run_pass(
+                command, Path(tmp) / f"pass{n}", entries, repos, cache, timeout
+            )
+            report.append({"pass": n, "returncode": code, "served": served, "repos": len(repos)})
+            drafted = draft_entries(repos, located)
+            if n > 1 and _same(drafted, entries):
+                break
+            entries = drafted
+    text = render(entries, repos, command)
     target = Path(out) if out is not None else None
     if target is not None:
         atomic_write(target, text)
-    return Discovery(list(command), code, repos, text, target)
+    return Discovery(list(command), code, repos, text, target, report)
 
 
-def requested_repos(records) -> dict[tuple[str, str], RepoRequests]:
-    """Every repo named by a request, first spelling kept, with its files and branches."""
-    repos: dict[tuple[str, str], RepoRequests] = {}
-    spelled: dict[tuple[str, str], tuple[str, str]] = {}
+def draft_manifest(repos: dict[tuple[str, str], RepoRequests], command: list[str]) -> str:
+    """The draft of `repos` from their names and requests alone (no local sources)."""
+    return render(draft_entries(repos), repos, command)
+
+
+def _same(a: dict[tuple[str, str], DraftEntry], b: dict[tuple[str, str], DraftEntry]) -> bool:
+    return {k: e.fields for k, e in a.items()} == {k: e.fields for k, e in b.items()}
+
+
+def _buildable(entries: dict[tuple[str, str], DraftEntry]) -> dict[str, Any]:
+    """The drafted entries as a parsed-manifest dict (TODOs and Spaces left out)."""
+    data: dict[str, Any] = {}
+    for (repo_type, repo_id), entry in entries.items():
+        if entry.fields is not None and repo_type in ("model", "dataset"):
+            section = data.setdefault(f"{repo_type}s", {})
+            section[repo_id] = {k: v for k, v in entry.fields.items() if k != "revisions"}
+    return data
+
+
+def _run_pass(
+    command: list[str],
+    work: Path,
+    entries: dict[tuple[str, str], DraftEntry],
+    repos: dict[tuple[str, str], RepoRequests],
+    cache: Any,
+    timeout: float | None,
+) -> tuple[int, int]:
+    """Serve the buildable drafted entries, run the command once, merge what it asked into
+    `repos`. Returns (its exit code, how many repos were served)."""
+    from tinykit.hub.server import HubServer
+    from tinykit.standins.build import built_entries
+    from tinykit.standins.manifest import parse_manifest
+
+    (work / "root").mkdir(parents=True)
+    served: set[tuple[str, str]] = set()
+    with HubServer(work / "root", read_only=True) as hub:
+        data = _buildable(entries)
+        failures: list[str] = []
+        if data:
+            for entry, _, folder, _, _ in built_entries(parse_manifest(data), cache, failures):
+                hub.store.mount(entry.repo_type, entry.repo_id, folder)
+                served.add((entry.repo_type, entry.repo_id.lower()))
+        for line in failures:  # a guess that does not build: its tests stop at the 404
+            stage(f"discover: not served: {line}")
+        env = {k: v for k, v in os.environ.items() if k not in OFFLINE_VARS}
+        env.update(hub.client_env, HF_HOME=str(work / "hf-home"))
+        env.pop("HF_TOKEN")  # read-only: nothing to push, and no write token to leak
+        try:
+            code = subprocess.run(command, env=env, timeout=timeout, check=False).returncode
+        except FileNotFoundError as e:
+            raise UsageError(
+                f"cannot run {command[0]!r}: {e.strerror}. Check the command after --."
+            ) from e
+        except subprocess.TimeoutExpired:
+            code = 124  # what was asked for so far still makes a draft
+        merge_requests(repos, hub.log.records, served)
+    return code, len(served)
+
+
+def merge_requests(
+    repos: dict[tuple[str, str], RepoRequests],
+    records: Any,
+    served: Collection[tuple[str, str]] = (),
+) -> None:
+    """Add every repo named by a request to `repos` (first spelling kept) with its files and
+    branches; for a repo in `served`, its `missing` files become this pass's 404s."""
+    spelled = {(t, r.lower()): (t, r) for t, r in repos}
+    missing: dict[tuple[str, str], list[str]] = {}
     for r in records:
         if not r.repo_id or not r.repo_type:
             continue
@@ -113,90 +203,22 @@ def requested_repos(records) -> dict[tuple[str, str], RepoRequests]:
         asked = repos.setdefault(key, RepoRequests())
         if r.filename and r.filename not in asked.files:
             asked.files.append(r.filename)
+        if (r.repo_type, r.repo_id.lower()) in served and r.filename and r.status == 404:
+            gone = missing.setdefault(key, [])
+            if r.filename not in gone:
+                gone.append(r.filename)
         rev = r.revision or "main"
         if rev != "main" and not re.fullmatch(r"[0-9a-f]{40}", rev) and rev not in asked.revisions:
             asked.revisions.append(rev)
+    for key, asked in repos.items():
+        if (key[0], key[1].lower()) in served:
+            # a front-end file once missing keeps its option: it is there now because of it
+            kept = [f for f in asked.missing if f in FILE_OPTIONS]
+            asked.missing = kept + [f for f in missing.get(key, []) if f not in kept]
+
+
+def requested_repos(records) -> dict[tuple[str, str], RepoRequests]:
+    """Every repo named by a request, first spelling kept, with its files and branches."""
+    repos: dict[tuple[str, str], RepoRequests] = {}
+    merge_requests(repos, records)
     return repos
-
-
-@cache
-def _class_types() -> dict[str, str]:
-    """transformers class name -> model_type, read from its auto mappings' source text (the
-    mappings module imports torch: ~25 s on a loaded machine, for a table of names)."""
-    spec = importlib.util.find_spec("transformers")
-    if spec is None or not spec.submodule_search_locations:
-        return {}
-    auto = Path(next(iter(spec.submodule_search_locations))) / "models" / "auto"
-    table: dict[str, list[str]] = {}
-    for file in ("modeling_auto.py", "auto_mappings.py"):
-        try:
-            text = (auto / file).read_text()
-        except OSError:
-            continue
-        for model_type, cls in _PAIR.findall(text):
-            if (
-                cls[0].isupper()
-                and not cls.endswith("Config")
-                and model_type not in table.setdefault(cls, [])
-            ):
-                table[cls].append(model_type)
-    # several types share a class (gpt-sw3 uses GPT2LMHeadModel): the one the name starts with
-    return {cls: _best_type(cls, types) for cls, types in table.items()}
-
-
-def _best_type(cls: str, types: list[str]) -> str:
-    squashed = cls.lower()
-    prefixes = [t for t in types if squashed.startswith(re.sub(r"[-_]", "", t.lower()))]
-    return max(prefixes, key=len) if prefixes else types[0]
-
-
-def guess_source(repo_id: str) -> dict[str, str] | None:
-    """{"source": model_type, "class": ...} from a repo's name, or None when it names neither."""
-    parts = repo_id.split("/")[-1].split("-")
-    classes = _class_types()
-    for part in parts:
-        if part in classes:
-            return {"source": classes[part], "class": part}
-    types = {normalise(t): t for t in known_model_types() or ()}
-    for width in (2, 1):  # "deberta-v2" before "deberta"
-        for i in range(len(parts) - width + 1):
-            found = types.get(normalise("_".join(parts[i : i + width])))
-            if found:
-                return {"source": found}
-    return None
-
-
-def draft_manifest(repos: dict[tuple[str, str], RepoRequests], command: list[str]) -> str:
-    """The draft manifest of `repos`: a guessed entry per model, a TODO for the rest."""
-    import shlex
-
-    lines = [
-        f"# Stand-ins asked for by: {_one_line(shlex.join(command))}",
-        "# Drafted by `tinykit standins discover`: check every guess (class, mode, vocab), fill",
-        "# in the TODO entries, then: tinykit standins build THIS.toml -o HUBDIR",
-    ]
-    for (repo_type, repo_id), asked in sorted(repos.items(), key=lambda kv: kv[0][1].lower()):
-        section = "models" if repo_type == "model" else f"{repo_type}s"
-        guess = guess_source(repo_id) if repo_type == "model" else None
-        body = [f"{k} = {json.dumps(v)}" for k, v in (guess or {}).items()]
-        if asked.revisions:
-            body.append(f"revisions = {json.dumps(asked.revisions)}")
-        lines.append("")
-        if asked.files:
-            lines.append(f"# asked for: {_one_line(', '.join(asked.files[:12]))}")
-        if guess is None:
-            why = "no model_type or class in its name" if repo_type == "model" else "a dataset"
-            lines.append(f"# TODO ({why}): set source, then uncomment")
-            lines.append(f'# [{section}."{repo_id}"]')
-            lines.append('# source = "TODO"')
-            lines += [f"# {line}" for line in body]
-        else:
-            lines.append(f'[{section}."{repo_id}"]')
-            lines += body
-    return "\n".join(lines) + "\n"
-
-
-def _one_line(text: str, limit: int = 200) -> str:
-    """`text` fit for a TOML comment: one line (a `-c` script has many), at most `limit` chars."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 3] + "..."

@@ -20,6 +20,10 @@
     synthetic = true                # draw rows with make-synthetic-dataset instead
     # features = { text = { dtype = "string", _type = "Value" } }  (synthetic, from Features)
 
+    [datasets."org/multi"]          # synthetic, a schema and row counts per config
+    configs.sst2 = { features = { text = { dtype = "string", _type = "Value" } }, rows = { train = 17, test = 2 } }
+    configs.sst5 = { features = { label = { dtype = "int64", _type = "Value" } }, rows = 4 }
+
 Parsing checks the shape and every option name here, before anything is built, and names the
 entry and field of the first problem in one line. Option values are checked by the builders
 themselves (`Kind.normalise`, `tinykit.artifacts.kinds`), so a manifest accepts exactly what
@@ -44,6 +48,7 @@ SECTION_OF = {repo_type: section for section, repo_type in SECTIONS.items()}
 DEFAULTS_SECTION = "models"
 # manifest spelling -> builder keyword (`class` is a Python keyword)
 RENAMED = {"class": "model_class"}
+PACKAGE_PREFIX = "pkg:"  # a file option inside an installed package: pkg:PACKAGE/path
 _REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 _ENTRY_KEYS = {"source", "revisions", "synthetic"}
 
@@ -134,12 +139,22 @@ def _entry(where: str, kind: str, repo_id: Any, table: Any, defaults: dict) -> E
     synthetic, drawn = table.get("synthetic", False), KINDS[kind].synthetic
     if not isinstance(synthetic, bool) or (synthetic and not drawn):
         raise UsageError(f"{where}: field 'synthetic' must be true or false, on datasets only.")
-    if drawn and (synthetic or "features" in table):
+    # configs = { name = { features = ..., rows = ... } }: a schema per config (a list selects)
+    per_config = isinstance(table.get("configs"), dict)
+    if drawn and (synthetic or "features" in table or per_config):
         kind = drawn  # rows drawn from features, not a shrunk source
-    features = KINDS[kind].features_source and "features" in table
-    source: Any = table.get("features") if features else table.get("source")
+    schema = "features" if "features" in table else "configs" if per_config else None
+    if schema and "features" in table and per_config:
+        raise UsageError(
+            f"{where}: give features (one config) or configs = {{name = {{features = ...}}}}, "
+            "not both."
+        )
+    features = KINDS[kind].features_source and schema is not None
+    source: Any = table.get("features") if schema == "features" else table.get("source")
+    if schema == "configs" and features:
+        source = {"configs": table["configs"]}
     if features and "source" in table:
-        raise UsageError(f"{where}: give either source or features, not both.")
+        raise UsageError(f"{where}: give either source or {schema}, not both.")
     if not isinstance(source, (str, dict)) or source == "":
         raise UsageError(
             f"{where}: field 'source' is missing. Set it to a model_type, a folder or a Hub id"
@@ -147,7 +162,7 @@ def _entry(where: str, kind: str, repo_id: Any, table: Any, defaults: dict) -> E
         )
     options = {**defaults, **{k: v for k, v in table.items() if k not in _ENTRY_KEYS}}
     if features:
-        options.pop("features")
+        options.pop(schema)
     options = _check_options(where, kind, options)
     revisions = _revisions(where, kind, table.get("revisions", []))
     return Entry(str(repo_id), kind, source, options, revisions)
@@ -196,11 +211,38 @@ def _check_options(where: str, kind: str, options: dict[str, Any]) -> dict[str, 
 
 def resolve_path(value: Any, base: Path) -> Any:
     """A relative path option as an absolute one when it exists beside the manifest (each one,
-    for a list such as `recipes`)."""
+    for a list such as `recipes`); `pkg:PACKAGE/path` as the file inside that installed
+    package (a chat template shipped with a library, wherever its venv is)."""
     if isinstance(value, list):
         return [resolve_path(v, base) for v in value]
+    if isinstance(value, str) and value.startswith(PACKAGE_PREFIX):
+        return str(package_file(value))
     if isinstance(value, str) and value and not Path(value).is_absolute():
         candidate = base / value
         if candidate.exists():
             return str(candidate.resolve())
     return value
+
+
+def package_file(value: str) -> Path:
+    """The file `pkg:PACKAGE/path/inside` names, in the installed package; UsageError if the
+    package is not installed or holds no such file."""
+    import importlib.util
+
+    package, _, inside = value.removeprefix(PACKAGE_PREFIX).partition("/")
+    try:
+        spec = importlib.util.find_spec(package) if package.isidentifier() else None
+    except (ImportError, ValueError):
+        spec = None
+    roots = list(spec.submodule_search_locations or []) if spec else []
+    if spec is None or not roots or not inside:
+        raise UsageError(
+            f"{value!r}: no installed package {package!r} to read {inside or 'a file'!r} from. "
+            "Write pkg:PACKAGE/path/inside/it with an installed package's import name."
+        )
+    found = next((Path(r) / inside for r in roots if (Path(r) / inside).is_file()), None)
+    if found is None:
+        raise UsageError(
+            f"{value!r}: package {package!r} ({roots[0]}) has no file {inside!r}. Check the path."
+        )
+    return found

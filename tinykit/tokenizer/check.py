@@ -23,7 +23,7 @@ CONVERSATION = [
     {"role": "user", "content": "No, thank you."},
     {"role": "assistant", "content": "You are welcome."},
 ]
-LOSSLESS_KINDS = ("byte-level-bpe", "byte-fallback-bpe", "byte-fallback-unigram")
+LOSSLESS_KINDS = (tjson.BYTE_LEVEL_BPE, tjson.BYTE_FALLBACK_BPE, tjson.BYTE_FALLBACK_UNIGRAM)
 
 
 def _expected_round_trip(tj: dict, text: str) -> str:

@@ -43,20 +43,31 @@ def model_type(model: dict) -> str:
     return "WordPiece" if "continuing_subword_prefix" in model else "WordLevel"
 
 
+# The tokenizer kinds `tokenizer_kind` tells apart: the model type, and how it spells text
+# its vocab lacks (every byte is a token; unknown characters become <0xNN> byte pieces).
+BYTE_LEVEL_BPE = "byte-level-bpe"
+BYTE_FALLBACK_BPE = "byte-fallback-bpe"
+BPE = "bpe"
+BYTE_FALLBACK_UNIGRAM = "byte-fallback-unigram"
+UNIGRAM = "unigram"
+WORDPIECE = "wordpiece"
+WORDLEVEL = "wordlevel"
+
+
 def tokenizer_kind(tj: dict) -> str:
-    """byte-level-bpe, byte-fallback-bpe, bpe, unigram, wordpiece or wordlevel."""
+    """One of the kinds above."""
     model = tj["model"]
     mtype = model_type(model)
     if mtype == "BPE":
         if model.get("byte_fallback"):
-            return "byte-fallback-bpe"
+            return BYTE_FALLBACK_BPE
         if _mentions(tj.get("pre_tokenizer"), '"ByteLevel"') or _mentions(
             tj.get("decoder"), '"ByteLevel"'
         ):
-            return "byte-level-bpe"
-        return "bpe"
+            return BYTE_LEVEL_BPE
+        return BPE
     if mtype == "Unigram":
-        return "byte-fallback-unigram" if model.get("byte_fallback") else "unigram"
+        return BYTE_FALLBACK_UNIGRAM if model.get("byte_fallback") else UNIGRAM
     if mtype in ("WordPiece", "WordLevel"):
         return mtype.lower()
     raise UnsupportedModelError(
@@ -112,9 +123,9 @@ def unk_token(tj: dict) -> str | None:
 def _required_base(tj: dict, kind: str, vocab: set[str]) -> list[str]:
     unk = unk_token(tj)
     required: list[str] = [unk] if unk else []
-    if kind == "byte-level-bpe":
+    if kind == BYTE_LEVEL_BPE:
         required += byte_level_alphabet()
-    elif kind.startswith("byte-fallback"):
+    elif kind in (BYTE_FALLBACK_BPE, BYTE_FALLBACK_UNIGRAM):
         required += BYTE_FALLBACK_PIECES
     suffix = tj["model"].get("end_of_word_suffix")
     if suffix:  # CLIP: a word's last character only exists as "c</w>"
@@ -123,9 +134,9 @@ def _required_base(tj: dict, kind: str, vocab: set[str]) -> list[str]:
 
 
 def _preferred_base(tj: dict, kind: str) -> list[str]:
-    if kind == "byte-level-bpe":
+    if kind == BYTE_LEVEL_BPE:
         return []  # the byte alphabet already covers every input
-    if kind == "wordpiece":
+    if kind == WORDPIECE:
         prefix = tj["model"].get("continuing_subword_prefix") or "##"
         return _ASCII + [prefix + c for c in _ASCII]
     # SentencePiece-style vocabs: without the word marker itself, byte fallback would spell
@@ -250,13 +261,13 @@ def _kept_merges(merges: list, kept: set[str]) -> list[list[str]]:
 def _remap_processor(proc: dict | None, ids: dict[str, int]) -> dict | None:
     if not proc:
         return proc
-    kind = proc.get("type")
-    if kind == "Sequence":
+    proc_type = proc.get("type")
+    if proc_type == "Sequence":
         proc["processors"] = [_remap_processor(p, ids) for p in proc["processors"]]
-    elif kind == "TemplateProcessing":
+    elif proc_type == "TemplateProcessing":
         for name, spec in proc.get("special_tokens", {}).items():
             spec["ids"] = [_must(ids, tok, name) for tok in spec["tokens"]]
-    elif kind in ("RobertaProcessing", "BertProcessing"):
+    elif proc_type in ("RobertaProcessing", "BertProcessing"):
         for key in ("sep", "cls"):
             tok = proc[key][0]
             proc[key] = [tok, _must(ids, tok, key)]

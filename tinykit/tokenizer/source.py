@@ -279,7 +279,7 @@ def _from_tokenizer_json(f: _Folder) -> Source | None:
         f.config,
         _class_name(f.path, f.config, "PreTrainedTokenizerFast"),
         sentencepiece=f.sentencepiece,
-        tiktoken=tiktoken if tjson.tokenizer_kind(tj) == "byte-level-bpe" else None,
+        tiktoken=tiktoken if tjson.tokenizer_kind(tj) == tjson.BYTE_LEVEL_BPE else None,
         old_ids=f.old_ids,
     )
 

@@ -212,11 +212,11 @@ def canonical(tj: dict, backend, corpus: list[str]) -> dict:
     tokens, Unigram the merged pieces scored by merge order.
     """
     model = tj["model"]
-    kind = model["type"]
+    model_type = model["type"]  # the tokenizers model: BPE, WordPiece or Unigram
     prefix = model.get("continuing_subword_prefix") or ""
     suffix = model.get("end_of_word_suffix") or ""
     special = {t["content"] for t in tj.get("added_tokens", [])} | {model.get("unk_token")}
-    if kind == "Unigram":
+    if model_type == "Unigram":
         tokens = [piece for piece, _ in model["vocab"]]
         if model.get("unk_id") is not None:
             special.add(tokens[model["unk_id"]])
@@ -226,11 +226,11 @@ def canonical(tj: dict, backend, corpus: list[str]) -> dict:
     base = [t for t in tokens if t in special] + sorted(alphabet - special)
     merges, new = _learn(_words(backend, corpus, prefix, suffix), len(tokens) - len(base), prefix)
     vocab = list(dict.fromkeys(base + new))
-    if kind == "BPE":
+    if model_type == "BPE":
         model = {**model, "vocab": {t: i for i, t in enumerate(vocab)}, "merges": merges}
-    elif kind == "WordPiece":
+    elif model_type == "WordPiece":
         model = {**model, "vocab": {t: i for i, t in enumerate(vocab)}}
-    elif kind == "Unigram":
+    elif model_type == "Unigram":
         scores = dict(model["vocab"])
         n = len(vocab)
         model = {

@@ -20,10 +20,14 @@ from pathlib import Path
 
 from tinykit.hub.server.guard import bad_request, check_file_path, field
 
+# The commit API's operation keys tinykit applies ("lfsFile" is planned as FILE: its bytes are
+# read when the commit is checked).
+FILE, DELETED_FILE, DELETED_FOLDER = "file", "deletedFile", "deletedFolder"
+
 
 @dataclass(frozen=True)
 class Operation:
-    kind: str  # file, deletedFile, deletedFolder (lfsFile becomes file: its bytes are read now)
+    action: str  # FILE, DELETED_FILE or DELETED_FOLDER
     path: str
     data: bytes | None = None
 
@@ -34,10 +38,10 @@ def plan(operations: list, lfs_object: Callable[[str], Path]) -> list[Operation]
     for op in operations:
         key = field(op, "key", str)
         value = field(op, "value", dict)
-        if key in ("deletedFolder", "deletedFile"):
+        if key in (DELETED_FOLDER, DELETED_FILE):
             path = field(value, "path", str)
             planned.append(Operation(key, check_file_path(path.rstrip("/") or path)))
-        elif key == "file":
+        elif key == FILE:
             path = check_file_path(field(value, "path", str))
             if field(value, "encoding", str, "base64") != "base64":
                 raise bad_request(f"{path}: only base64 content is supported")
@@ -45,13 +49,13 @@ def plan(operations: list, lfs_object: Callable[[str], Path]) -> list[Operation]
                 data = base64.b64decode(field(value, "content", str), validate=True)
             except (binascii.Error, ValueError):
                 raise bad_request(f"{path}: content is not valid base64") from None
-            planned.append(Operation("file", path, data))
+            planned.append(Operation(FILE, path, data))
         elif key == "lfsFile":
             path = check_file_path(field(value, "path", str))
             blob = lfs_object(field(value, "oid", str))  # validates the oid
             if not blob.is_file():
                 raise bad_request(f"{path}: LFS object {blob.name} was never uploaded")
-            planned.append(Operation("file", path, blob.read_bytes()))
+            planned.append(Operation(FILE, path, blob.read_bytes()))
         else:
             raise bad_request(f"unsupported commit operation {key!r}")
     return planned
@@ -73,12 +77,7 @@ def stage(folder: Path, operations: list[Operation]) -> Path:
         for op in operations:
             target = _inside(staged, op.path)
             try:
-                if op.kind == "file":
-                    _write_replacing(target, op.data or b"")
-                elif op.kind == "deletedFile":
-                    target.unlink(missing_ok=True)
-                else:
-                    shutil.rmtree(target, ignore_errors=True)
+                _APPLY[op.action](target, op.data)
             except (NotADirectoryError, IsADirectoryError, FileExistsError):
                 raise bad_request(f"{op.path}: a file and a folder of that name collide") from None
     except BaseException:
@@ -118,12 +117,20 @@ def _link(src: str, dst: str) -> None:
         shutil.copy2(src, dst)
 
 
-def _write_replacing(target: Path, data: bytes) -> None:
+def _write_replacing(target: Path, data: bytes | None) -> None:
     if target.is_dir() and not target.is_symlink():
         raise IsADirectoryError(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     # A new file renamed over the old name: never written through a hard link into the live copy.
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
     with os.fdopen(fd, "wb") as f:
-        f.write(data)
+        f.write(data or b"")
     os.replace(tmp, target)
+
+
+# What each planned operation does to its target in the staged copy.
+_APPLY: dict[str, Callable[[Path, bytes | None], None]] = {
+    FILE: _write_replacing,
+    DELETED_FILE: lambda target, _: target.unlink(missing_ok=True),
+    DELETED_FOLDER: lambda target, _: shutil.rmtree(target, ignore_errors=True),
+}

@@ -1,7 +1,7 @@
 """What the loopback Hub refuses before it touches a repo: bad ids and paths, oversized or
 malformed bodies, writes without the server's token, and requests sent by web pages.
 
-Every refusal is a `Refused` carrying the HTTP status and the Hub's `X-Error-Code`, so the
+Every refusal is a `Refused` (tinykit.errors) carrying the HTTP status and the Hub's `X-Error-Code`, so the
 handler answers it in the Hub's error shape instead of dropping the connection.
 """
 
@@ -14,20 +14,14 @@ import re
 from typing import BinaryIO
 from urllib.parse import urlsplit
 
+from tinykit.errors import Refused
+
 # huggingface_hub's validate_repo_id, per part: word characters, '-', '.', starting and ending
 # with a word character, no '--' or '..', at most 96 characters for the whole id.
 _REPO_PART = re.compile(r"\w(?:[\w.-]*\w)?")
 MAX_REPO_ID = 96
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost"})
 _CHUNK = 1 << 20
-
-
-class Refused(Exception):
-    """A request the server answers with `status` and never acts on."""
-
-    def __init__(self, status: int, message: str, code: str | None = None) -> None:
-        super().__init__(message)
-        self.status, self.message, self.code = status, message, code
 
 
 def bad_request(message: str) -> Refused:

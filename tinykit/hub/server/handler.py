@@ -1,5 +1,6 @@
-"""The HTTP side of the loopback Hub: routes every request huggingface_hub, transformers and
-datasets send (measured in shared/docs/environment.md §2) to the `RepoStore`.
+"""The HTTP side of the loopback Hub: every request huggingface_hub, transformers and datasets
+send (measured in shared/docs/environment.md §2), routed by one table (`ROUTES`) to the
+`RepoStore`. A new endpoint is one row: methods, URL template, handler, and whether it writes.
 
 Every response carries an exact Content-Length, so HTTP/1.1 keep-alive works, and every error
 carries the `X-Error-Code` that `huggingface_hub.utils.hf_raise_for_status` maps to its classes.
@@ -20,27 +21,13 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 from tinykit.hub.server import guard
 from tinykit.hub.server.guard import Refused, bad_request, field, parse_json
 from tinykit.hub.server.log import RequestRecord
+from tinykit.hub.server.routes import Route, Target, find_route
 from tinykit.hub.server.store import URL_PREFIX, HubNotFound, Snapshot, is_lfs
 
 if TYPE_CHECKING:
     from tinykit.hub.server import HubServer
 
-_PLURAL = {"models": "model", "datasets": "dataset", "spaces": "space"}
-_PREFIX = {"datasets": "dataset", "spaces": "space"}
 _METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE")
-
-
-class _Route:
-    """What a URL path names; filled in by `HubHandler._route`."""
-
-    kind = "other"
-    repo_type = ""
-    repo_id = ""
-    revision = ""  # "" where the URL names none: the handlers read it as "main"
-    filename = ""
-    action = ""
-    tree_path = ""
-    oid = ""  # LFS object id, for /_lfs/ upload and verify
 
 
 class HubHandler(BaseHTTPRequestHandler):
@@ -59,7 +46,7 @@ class HubHandler(BaseHTTPRequestHandler):
     do_HEAD = do_POST = do_PUT = do_DELETE = do_OPTIONS = do_PATCH = do_GET
 
     def _dispatch(self) -> None:
-        self._r = _Route()
+        self._target = Target()
         self._body = b""
         url = urlsplit(self.path)
         try:
@@ -68,8 +55,9 @@ class HubHandler(BaseHTTPRequestHandler):
                 raise Refused(405, f"method {self.command} is not served", "MethodNotAllowed")
             self._body = guard.read_body(self.rfile, self.headers, self.hub.max_body)  # type: ignore[arg-type]  # rfile is a BinaryIO at runtime
             self._query = parse_qs(url.query)
-            route = self._r = self._route([unquote(s) for s in url.path.split("/")[1:]])
-            if self._is_write(route):
+            route, got = find_route(ROUTES, self.command, url.path) or (NO_ROUTE, {})
+            self._target = route.target(got)  # a 400 for a bad repo id, before any other check
+            if route.writes:
                 guard.check_write(
                     self.headers.get("Authorization"), self.hub.token, self.hub.read_only
                 )
@@ -77,7 +65,7 @@ class HubHandler(BaseHTTPRequestHandler):
             if fault is not None and fault.status is not None:  # apply() returns failing ones only
                 self._error(fault.status, fault.error_code, f"injected fault for {url.path}")
             else:
-                self._handle(route)
+                route.handler(self, self._target)
         except HubNotFound as e:
             headers = {"X-Repo-Commit": e.commit} if e.commit else {}
             self._error(404, e.code, e.message, headers)
@@ -93,17 +81,13 @@ class HubHandler(BaseHTTPRequestHandler):
             self.close_connection = True
             self._error(500, "InternalError", f"loopback Hub bug: {type(e).__name__}: {e}")
 
-    def _is_write(self, r: _Route) -> bool:
-        if r.kind == "lfs":
-            return r.action == "batch"  # upload/verify hrefs carry a signature from the batch
-        if r.kind == "api" and r.repo_id:
-            return r.action in ("commit", "preupload")
-        return r.kind == "api" and self.command == "POST" and r.action == "repos/create"
+    def _no_such_endpoint(self, t: Target) -> None:
+        self._error(404, None, f"no such endpoint: {self.command} {self.path}")
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None):
         """Errors found by http.server itself (bad request line, too long a header): JSON too."""
-        if not hasattr(self, "_r"):
-            self._r = _Route()
+        if not hasattr(self, "_target"):
+            self._target = Target()
         self.close_connection = True
         self.request_version = "HTTP/1.0"  # else an unparsed line counts as HTTP/0.9: no headers
         text = message or HTTPStatus(code).phrase
@@ -116,7 +100,7 @@ class HubHandler(BaseHTTPRequestHandler):
         self, status: int, body: bytes = b"", headers: dict | None = None, length: int | None = None
     ) -> None:
         # Logged before the first byte goes out: once a client has its answer, the log has it.
-        r = self._r
+        r = self._target
         self.hub.log.append(
             RequestRecord(
                 self.command or "-",
@@ -151,65 +135,10 @@ class HubHandler(BaseHTTPRequestHandler):
             extra["X-Error-Code"] = code
         self._json({"error": message}, status, extra)
 
-    # -- routing ---------------------------------------------------------------------------
-
-    def _route(self, seg: list[str]) -> _Route:
-        """What the path names; every repo id in it is checked (no `..`, `/`, ... parts)."""
-        r = _Route()
-        if seg[:1] == ["api"] and len(seg) >= 4 and seg[1] in _PLURAL:
-            r.kind, r.repo_type, r.repo_id = "api", _PLURAL[seg[1]], guard.check_repo_id(*seg[2:4])
-            r.action = seg[4] if len(seg) > 4 else "info"
-            r.revision = seg[5] if len(seg) > 5 else ("main" if r.action == "info" else "")
-            if r.action == "tree":
-                r.tree_path = "/".join(seg[6:]).strip("/")
-            return r
-        if seg[:1] == ["api"]:
-            r.kind, r.action = "api", "/".join(seg[1:])
-            return r
-        if seg[:1] == ["_cdn"] and len(seg) >= 6:  # /_cdn/{type}s/{org}/{name}/{sha}/{path}
-            r.kind, r.repo_type, r.repo_id = (
-                "cdn",
-                _PLURAL.get(seg[1], ""),
-                guard.check_repo_id(*seg[2:4]),
-            )
-            if not r.repo_type:
-                raise bad_request(f"unknown repo type {seg[1]!r}")
-            r.revision, r.filename = seg[4], "/".join(seg[5:])
-            return r
-        if seg[:1] == ["_lfs"] and len(seg) == 3:  # /_lfs/{upload|verify}/{oid}
-            r.kind, r.action, r.oid = "lfs", seg[1], seg[2]
-            return r
-        repo_type = _PREFIX.get(seg[0], "model") if seg else "model"
-        rest = seg[1:] if repo_type != "model" else seg
-        if len(rest) >= 5 and rest[2] == "resolve":
-            r.kind, r.repo_type, r.repo_id = "resolve", repo_type, guard.check_repo_id(*rest[:2])
-            r.revision, r.filename = rest[3], "/".join(rest[4:])
-        elif (
-            len(rest) >= 3
-            and rest[1].endswith(".git")
-            and rest[2:] == ["info", "lfs", "objects", "batch"]
-        ):
-            r.kind, r.action, r.repo_type = "lfs", "batch", repo_type
-            r.repo_id = guard.check_repo_id(rest[0], rest[1][: -len(".git")])
-        return r
-
-    def _handle(self, r: _Route) -> None:
-        store = self.hub.store
-        if r.kind == "resolve":
-            return self._resolve(store.snapshot(r.repo_type, r.repo_id, r.revision), r.filename)
-        if r.kind == "cdn":
-            return self._send_file(self._cdn_snapshot(r), r.filename)
-        if r.kind == "lfs":
-            return self._lfs(r)
-        if r.kind == "api" and r.repo_id:
-            return self._repo_api(r)
-        if r.kind == "api":
-            return self._misc_api(r.action)
-        self._error(404, None, f"no such endpoint: {self.command} {self.path}")
-
     # -- files -----------------------------------------------------------------------------
 
-    def _resolve(self, snap: Snapshot, filename: str) -> None:
+    def _resolve(self, t: Target) -> None:
+        snap, filename = self.hub.store.snapshot(t.repo_type, t.repo_id, t.revision), t.filename
         if snap.gated and not self.hub.store.gate_allows(
             snap.repo_type, snap.repo_id, self.headers.get("Authorization")
         ):
@@ -237,17 +166,20 @@ class HubHandler(BaseHTTPRequestHandler):
             )
         self._send_file(snap, filename)
 
-    def _cdn_snapshot(self, r: _Route) -> Snapshot:
+    def _cdn(self, t: Target) -> None:
+        self._send_file(self._cdn_snapshot(t), t.filename)
+
+    def _cdn_snapshot(self, t: Target) -> Snapshot:
         """The snapshot a CDN link was made from. A commit in between changes the sha (it is
         derived from the content), so a link whose file is unchanged (same sha256) still works."""
         store = self.hub.store
         try:
-            return store.snapshot(r.repo_type, r.repo_id, r.revision)
+            return store.snapshot(t.repo_type, t.repo_id, t.revision)
         except HubNotFound as e:
             if e.code != "RevisionNotFound":
                 raise
-            snap = store.snapshot(r.repo_type, r.repo_id, "main")
-            entry = snap.files.get(r.filename or "")
+            snap = store.snapshot(t.repo_type, t.repo_id, "main")
+            entry = snap.files.get(t.filename)
             if entry is None or entry.sha256 != self._query.get("oid", [""])[0]:
                 raise
             return snap
@@ -305,34 +237,35 @@ class HubHandler(BaseHTTPRequestHandler):
 
     # -- /api/{type}s/{org}/{name}/... -----------------------------------------------------
 
-    def _repo_api(self, r: _Route) -> None:
-        store, action = self.hub.store, r.action
-        if action == "preupload":
-            return self._preupload(store.snapshot(r.repo_type, r.repo_id, r.revision))
-        if action == "commit":
-            return self._commit(r)
-        if action == "xet-write-token" or action == "xet-read-token":
-            return self._error(
-                501, None, "tinykit's loopback Hub does not speak Xet: set HF_HUB_DISABLE_XET=1"
-            )
-        if action == "refs":
-            snap = store.snapshot(r.repo_type, r.repo_id, "main")
-            branch = {"name": "main", "ref": "refs/heads/main", "targetCommit": snap.sha}
-            return self._json({"branches": [branch], "converts": [], "tags": []})
-        snap = store.snapshot(r.repo_type, r.repo_id, r.revision or "main")
-        if action in ("info", "revision"):
-            return self._json(self._info(snap))
-        if action == "tree":
-            return self._json(snap.tree(r.tree_path, recursive=_flag(self._query, "recursive")))
-        if action == "paths-info":
-            if self.headers.get("Content-Type", "").startswith("application/json"):
-                paths = field(parse_json(self._body, {}), "paths", list, [])
-            else:
-                paths = parse_qs(self._body.decode("utf-8", "replace")).get("paths", [])
-            if not all(isinstance(p, str) for p in paths):
-                raise bad_request("'paths' must be a list of strings")
-            return self._json([e for p in paths if (e := snap.path_info(p))])
-        self._error(404, None, f"no such repo endpoint: {action}")
+    def _snapshot(self, t: Target) -> Snapshot:
+        return self.hub.store.snapshot(t.repo_type, t.repo_id, t.revision or "main")
+
+    def _repo_info(self, t: Target) -> None:
+        self._json(self._info(self._snapshot(t)))
+
+    def _tree(self, t: Target) -> None:
+        recursive = _flag(self._query, "recursive")
+        self._json(self._snapshot(t).tree(t.path.strip("/"), recursive=recursive))
+
+    def _paths_info(self, t: Target) -> None:
+        snap = self._snapshot(t)
+        if self.headers.get("Content-Type", "").startswith("application/json"):
+            paths = field(parse_json(self._body, {}), "paths", list, [])
+        else:
+            paths = parse_qs(self._body.decode("utf-8", "replace")).get("paths", [])
+        if not all(isinstance(p, str) for p in paths):
+            raise bad_request("'paths' must be a list of strings")
+        self._json([e for p in paths if (e := snap.path_info(p))])
+
+    def _refs(self, t: Target) -> None:
+        snap = self.hub.store.snapshot(t.repo_type, t.repo_id, "main")
+        branch = {"name": "main", "ref": "refs/heads/main", "targetCommit": snap.sha}
+        self._json({"branches": [branch], "converts": [], "tags": []})
+
+    def _no_xet(self, t: Target) -> None:
+        self._error(
+            501, None, "tinykit's loopback Hub does not speak Xet: set HF_HUB_DISABLE_XET=1"
+        )
 
     def _info(self, snap: Snapshot) -> dict:
         return {
@@ -351,7 +284,8 @@ class HubHandler(BaseHTTPRequestHandler):
             "siblings": [e.sibling_json() for e in snap.files.values()],
         }
 
-    def _preupload(self, snap: Snapshot) -> None:
+    def _preupload(self, t: Target) -> None:
+        snap = self.hub.store.snapshot(t.repo_type, t.repo_id, t.revision)
         files = field(parse_json(self._body), "files", list)
         answer = []
         for f in files:
@@ -367,7 +301,7 @@ class HubHandler(BaseHTTPRequestHandler):
             )
         self._json({"files": answer, "commitOid": snap.sha})
 
-    def _commit(self, r: _Route) -> None:
+    def _commit(self, t: Target) -> None:
         try:
             text = self._body.decode()
         except UnicodeDecodeError:
@@ -376,7 +310,7 @@ class HubHandler(BaseHTTPRequestHandler):
         operations: list[Any] = [  # non-dict lines are refused by the store
             line for line in lines if not isinstance(line, dict) or line.get("key") != "header"
         ]
-        snap = self.hub.store.commit(r.repo_type, r.repo_id, r.revision or "main", operations)
+        snap = self.hub.store.commit(t.repo_type, t.repo_id, t.revision or "main", operations)
         url = f"{self.hub.endpoint}/{URL_PREFIX[snap.repo_type]}{snap.repo_id}/commit/{snap.sha}"
         self._json(
             {"commitOid": snap.sha, "commitUrl": url, "pullRequestUrl": None, "success": True}
@@ -384,60 +318,61 @@ class HubHandler(BaseHTTPRequestHandler):
 
     # -- LFS uploads (datasets pushes need them: environment.md §2.8) ------------------------
 
-    def _lfs(self, r: _Route) -> None:
+    def _lfs_batch(self, t: Target) -> None:
         store = self.hub.store
-        if r.action == "batch":
-            if not store.exists(r.repo_type, r.repo_id):
-                raise HubNotFound("RepoNotFound", f"Repository {r.repo_id!r} not found.")
-            objects = []
-            for obj in field(parse_json(self._body), "objects", list):
-                oid, size = field(obj, "oid", str), field(obj, "size", int)
-                item = {"oid": oid, "size": size, "authenticated": True}
-                if not store.lfs_object(oid).exists():
-                    sig = guard.upload_signature(self.hub.token, oid)
-                    item["actions"] = {
-                        "upload": {"href": f"{self.hub.endpoint}/_lfs/upload/{oid}?sig={sig}"},
-                        "verify": {"href": f"{self.hub.endpoint}/_lfs/verify/{oid}?sig={sig}"},
-                    }
-                objects.append(item)
-            return self._json({"transfer": "basic", "objects": objects})
-        if r.action in ("upload", "verify"):
-            sig = self._query.get("sig", [""])[0]
-            guard.check_write(None, None, self.hub.read_only)
-            if not hmac.compare_digest(sig, guard.upload_signature(self.hub.token, r.oid)):
-                raise Refused(401, "LFS upload link is not signed by this server", "Unauthorized")
-        if r.action == "upload" and self.command == "PUT":
-            store.store_lfs_object(r.oid, self._body)
-            return self._send(200)
-        if r.action == "verify":
-            if not store.lfs_object(r.oid).exists():
-                return self._error(404, None, f"LFS object {r.oid} was not uploaded")
-            return self._json({"success": True})
-        self._error(404, None, f"no such LFS endpoint: {self.command} {self.path}")
-
-    # -- everything else ---------------------------------------------------------------------
-
-    def _misc_api(self, action: str) -> None:
-        if action == "repos/create" and self.command == "POST":
-            return self._create_repo()
-        if action == "validate-yaml":
-            return self._json({"errors": [], "warnings": []})
-        if action == "whoami-v2":
-            return self._json(
-                {
-                    "type": "user",
-                    "name": "tinykit",
-                    "fullname": "tinykit loopback Hub",
-                    "orgs": [],
-                    "auth": {
-                        "type": "access_token",
-                        "accessToken": {"displayName": "tinykit", "role": "write"},
-                    },
+        if not store.exists(t.repo_type, t.repo_id):
+            raise HubNotFound("RepoNotFound", f"Repository {t.repo_id!r} not found.")
+        objects = []
+        for obj in field(parse_json(self._body), "objects", list):
+            oid, size = field(obj, "oid", str), field(obj, "size", int)
+            item = {"oid": oid, "size": size, "authenticated": True}
+            if not store.lfs_object(oid).exists():
+                sig = guard.upload_signature(self.hub.token, oid)
+                item["actions"] = {
+                    "upload": {"href": f"{self.hub.endpoint}/_lfs/upload/{oid}?sig={sig}"},
+                    "verify": {"href": f"{self.hub.endpoint}/_lfs/verify/{oid}?sig={sig}"},
                 }
-            )
-        self._error(404, None, f"no such endpoint: /api/{action}")
+            objects.append(item)
+        self._json({"transfer": "basic", "objects": objects})
 
-    def _create_repo(self) -> None:
+    def _check_lfs_link(self, t: Target) -> None:
+        """Upload and verify links carry the signature the token-checked batch call gave out."""
+        sig = self._query.get("sig", [""])[0]
+        guard.check_write(None, None, self.hub.read_only)
+        if not hmac.compare_digest(sig, guard.upload_signature(self.hub.token, t.oid)):
+            raise Refused(401, "LFS upload link is not signed by this server", "Unauthorized")
+
+    def _lfs_upload(self, t: Target) -> None:
+        self._check_lfs_link(t)
+        self.hub.store.store_lfs_object(t.oid, self._body)
+        self._send(200)
+
+    def _lfs_verify(self, t: Target) -> None:
+        self._check_lfs_link(t)
+        if not self.hub.store.lfs_object(t.oid).exists():
+            return self._error(404, None, f"LFS object {t.oid} was not uploaded")
+        self._json({"success": True})
+
+    # -- repos and users ---------------------------------------------------------------------
+
+    def _validate_yaml(self, t: Target) -> None:
+        self._json({"errors": [], "warnings": []})
+
+    def _whoami(self, t: Target) -> None:
+        self._json(
+            {
+                "type": "user",
+                "name": "tinykit",
+                "fullname": "tinykit loopback Hub",
+                "orgs": [],
+                "auth": {
+                    "type": "access_token",
+                    "accessToken": {"displayName": "tinykit", "role": "write"},
+                },
+            }
+        )
+
+    def _create_repo(self, t: Target) -> None:
         body = parse_json(self._body, {})
         repo_type = field(body, "type", (str, type(None)), None) or "model"
         if repo_type not in URL_PREFIX:
@@ -463,3 +398,34 @@ def _copy_n(src, dst, n: int) -> None:
             break
         dst.write(chunk)
         n -= len(chunk)
+
+
+H = HubHandler  # (short, so that a row fits a line)
+ROUTES: tuple[Route, ...] = (
+    # files: metadata (HEAD) and bytes; an LFS file redirects to the CDN origin
+    Route("GET HEAD", "{type?}/{org}/{name}/resolve/{rev}/{file+}", H._resolve, "resolve"),
+    Route("GET HEAD", "_cdn/{types}/{org}/{name}/{rev}/{file+}", H._cdn, "cdn"),
+    # one repo
+    Route("GET HEAD", "api/{types}/{org}/{name}", H._repo_info, "api"),
+    Route("GET HEAD", "api/{types}/{org}/{name}/revision/{rev}", H._repo_info, "api"),
+    Route("GET HEAD", "api/{types}/{org}/{name}/tree/{rev}/{path*}", H._tree, "api"),
+    Route("POST", "api/{types}/{org}/{name}/paths-info/{rev}", H._paths_info, "api"),
+    Route("GET HEAD", "api/{types}/{org}/{name}/refs", H._refs, "api"),
+    Route("GET", "api/{types}/{org}/{name}/xet-read-token/{rev*}", H._no_xet, "api"),
+    Route("GET", "api/{types}/{org}/{name}/xet-write-token/{rev*}", H._no_xet, "api"),
+    Route("POST", "api/{types}/{org}/{name}/preupload/{rev}", H._preupload, "api", writes=True),
+    Route("POST", "api/{types}/{org}/{name}/commit/{rev}", H._commit, "api", writes=True),
+    # LFS uploads (datasets pushes need them): the token-checked batch call hands out signed links
+    Route(
+        "POST", "{type?}/{org}/{name}.git/info/lfs/objects/batch", H._lfs_batch, "lfs", writes=True
+    ),
+    Route("PUT", "_lfs/upload/{oid}", H._lfs_upload, "lfs"),
+    Route("POST", "_lfs/verify/{oid}", H._lfs_verify, "lfs"),
+    # repos and users
+    Route("POST", "api/repos/create", H._create_repo, "api", writes=True),
+    Route("POST", "api/validate-yaml", H._validate_yaml, "api"),
+    Route("GET", "api/whoami-v2", H._whoami, "api"),
+)
+"""Every endpoint the loopback Hub answers, tried in order; anything else is a 404."""
+
+NO_ROUTE = Route("", "", H._no_such_endpoint, "other")

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from tinykit._files import atomic_write
+from tinykit.errors import HubNotFound
 from tinykit.hub.layout import REVISIONS_DIR, URL_PREFIX, branches_folder, repo_folder
 from tinykit.hub.server import commit as commits
 from tinykit.hub.server.guard import Refused, bad_request, check_repo_id
@@ -77,14 +78,6 @@ LFS_SUFFIXES = frozenset(
 LFS_MIN_SIZE = 10 * 1024 * 1024
 _SETTLED_NS = 2_000_000_000
 _SKIPPED_DIRS = {".git", ".cache"}  # git internals and huggingface_hub's local_dir metadata
-
-
-class HubNotFound(Exception):
-    """A lookup failed; `code` is the Hub's X-Error-Code (RepoNotFound, RevisionNotFound, ...)."""
-
-    def __init__(self, code: str, message: str, commit: str | None = None) -> None:
-        super().__init__(message)
-        self.code, self.message, self.commit = code, message, commit
 
 
 def is_lfs(path: str, size: int) -> bool:

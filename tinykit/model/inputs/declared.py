@@ -75,10 +75,10 @@ def _size(config: Any, dim: Any, batch: int, seq: int) -> int:
     if dim == "seq":
         return seq
     if not str(dim).replace(".", "").replace("_", "").isalnum():  # arithmetic, or `key[0]`
-        from tinykit.model.config import _evaluate
+        from tinykit.model.shrink.derive import evaluate
 
         names = {**config.to_dict(), "batch": batch, "seq": seq}
-        value: Any = _evaluate(str(dim), names, "[inputs.tensors]")
+        value: Any = evaluate(str(dim), names, "[inputs.tensors]")
     else:
         value = config
         for part in str(dim).split("."):
