@@ -25,7 +25,6 @@ from tinykit.model.choices import BuildChoices, tokenizer_choices
 from tinykit.model.config import ShrunkConfig, shrink_config
 from tinykit.model.shrink.token_ids import remap_token_ids
 from tinykit.model.spec import ShrinkOptions, ShrinkSpec
-from tinykit.model.tokenizer import PROCESSOR_FILES
 from tinykit.source import Source, resolve
 
 if TYPE_CHECKING:
@@ -249,6 +248,7 @@ def _build_into(
     import torch
     from transformers.utils import logging as hf_logging
 
+    from tinykit.model.processor import add_media_tokens, ship_processor
     from tinykit.model.sentence import write_front_end
     from tinykit.model.tokenizer import ship
 
@@ -258,6 +258,7 @@ def _build_into(
     requested = None if remote else _requested(src, choices, recipes)  # a typo fails first
     stage(f"tokenizer ({spec.mode} mode)")
     shipped = ship(tmp, src, spec, choices, _takes_text(src), trust_remote_code, recipes)
+    shipped = add_media_tokens(tmp, src, spec, choices, shipped)  # the processor's placeholders
     shrunk = _shrunk_config(src, spec, recipes, remote, shipped)
     cls, config = class_and_config(
         src.config, shrunk.config, name=src.name, remote=remote is not None, requested=requested
@@ -285,7 +286,8 @@ def _build_into(
     # own artifact (a tinykit_dist test builds its fixture on whichever rank takes the lock).
     model.should_save_on_this_rank = lambda is_main_process: True
     model.save_pretrained(tmp)
-    _copy_processor(src, shrunk, tmp)
+    stage("processor")
+    ship_processor(tmp, src, model, shrunk)
     write_front_end(tmp, src.folder, model.config, pooling=choices.pooling, seed=spec.seed)
     params = sum(p.numel() for p in model.parameters())
     layers = {path: list(plan.kept) for path, plan in shrunk.plans.items()}
@@ -439,48 +441,6 @@ def _attach_generation_config(model: Any, src: Source, spec: ShrinkSpec, shipped
         if key in data:
             data[key] = value
     model.generation_config = GenerationConfig.from_dict(data)
-
-
-def _copy_processor(src: Source, shrunk: ShrunkConfig, tmp: Path) -> None:
-    """Copy image/video processor files, with their image geometry set to the tiny vision tower's."""
-    if src.folder is None:
-        return
-    vision = getattr(shrunk.config, "vision_config", None) or shrunk.config
-    size, patch = getattr(vision, "image_size", None), getattr(vision, "patch_size", None)
-    for name in PROCESSOR_FILES:
-        path = src.folder / name
-        if not path.is_file():
-            continue
-        data = json.loads(path.read_text())
-        if isinstance(size, int):
-            for key in ("size", "crop_size"):
-                if isinstance(data.get(key), dict):
-                    data[key] = {k: size for k in data[key]}
-                elif isinstance(data.get(key), int):
-                    data[key] = size
-        if (
-            isinstance(patch, int)
-            and isinstance(data.get("patch_size"), int)
-            and isinstance(size, int)
-        ):
-            data["patch_size"] = patch
-        _fit_audio_window(data, shrunk.config)
-        (tmp / name).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-
-
-def _fit_audio_window(data: dict[str, Any], config: Any) -> None:
-    """A Whisper-style extractor pads to `chunk_length` seconds: make that the tiny encoder's
-    2 x max_source_positions frames, so processor output and model agree."""
-    positions = getattr(config, "max_source_positions", None)
-    keys = ("chunk_length", "hop_length", "sampling_rate")
-    if not isinstance(positions, int) or not all(isinstance(data.get(k), int) for k in keys):
-        return
-    samples = 2 * positions * data["hop_length"]
-    if samples % data["sampling_rate"] == 0:
-        data["chunk_length"] = samples // data["sampling_rate"]
-        for key, value in (("n_samples", samples), ("nb_max_frames", 2 * positions)):
-            if key in data:
-                data[key] = value
 
 
 def _check(tmp: Path, src: Source, trust_remote_code: bool) -> None:
