@@ -23,6 +23,7 @@ FLOORS: list[set[str]] = [
     {"memory", "dataset"},
     {"strategies", "slice", "coverage"},
     {"model"},
+    {"frontend"},
     {"tokenizer"},
     {"numerics", "source"},
     {"repro", "distributed", "hub"},

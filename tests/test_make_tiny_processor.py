@@ -1,4 +1,4 @@
-"""The processor files make-tiny ships (model/processor.py): built from a bare model_type at the
+"""The processor files make-tiny ships (frontend/ and model/processor.py): built from a bare model_type at the
 tiny geometry around the tiny tokenizer, loaded back with transformers' auto classes, and run
 through the tiny model: the image placeholder expands to as many tokens as the tower yields
 features, the feature extractor fills the encoder's window, the video frames fit the tower."""
@@ -13,10 +13,10 @@ import torch
 import transformers
 from conftest import HUB_FILES
 
+from tinykit.frontend.processor_files import shipped_processor
 from tinykit.model.build import make_tiny
 from tinykit.model.inputs.placement import image_feature_count
 from tinykit.model.load import load_model
-from tinykit.model.processor import shipped_processor
 
 RNG = np.random.default_rng(0)
 

@@ -41,7 +41,7 @@ class CoverageRow:
     weight_bytes: int = 0
     processor: str = ""
     """What loads the folder's processor files ('AutoProcessor: Idefics3Processor'); '' none
-    shipped; 'fails: ...' where none loads them (model/processor.py)."""
+    shipped; 'fails: ...' where none loads them (frontend/processor_files.py)."""
 
 
 GROUPS = ("text", "vision", "audio", "video", "multimodal")
@@ -163,8 +163,8 @@ def sweep(
     `classes` names the transformers class to build a type with (its group's, from
     `all_model_types`); a type without one gets make-tiny's own choice.
     """
+    from tinykit.frontend.processor_files import shipped_processor
     from tinykit.model.build import make_tiny
-    from tinykit.model.processor import shipped_processor
     from tinykit.model.verify import verify
 
     _check_known(model_types or [], classes)

@@ -28,7 +28,7 @@ from tinykit.model.spec import ShrinkOptions, ShrinkSpec
 from tinykit.source import Source, resolve
 
 if TYPE_CHECKING:
-    from tinykit.model.tokenizer import Shipped
+    from tinykit.frontend.tokenizer import Shipped
 
 # Auto classes tried, in order, for a bare model_type (or architectures transformers lacks).
 TASK_MAPPINGS = (
@@ -134,7 +134,7 @@ def make_tiny(
             "additional_special_tokens": [...]}`).
         pooling: add a sentence-transformers front end (modules.json, 1_Pooling/) with this
             pooling mode (mean, cls, max, mean_sqrt_len); a source with its own modules.json
-            keeps its pipeline without it (`tinykit.model.sentence`).
+            keeps its pipeline without it (`tinykit.frontend.sentence`).
         **spec: ShrinkSpec fields (hidden, layers, vocab, dtype, seed, mode, ...).
 
     Raises:
@@ -227,7 +227,7 @@ def _spec(spec: dict[str, Any], choices: BuildChoices) -> ShrinkSpec:
         raise UsageError(
             f"--chat-template {choices.chat_template} is not a file. Pass a Jinja template file."
         )
-    from tinykit.model.sentence import check_pooling
+    from tinykit.frontend.sentence import check_pooling
 
     check_pooling(choices.pooling)
     if choices.task is not None:
@@ -248,9 +248,9 @@ def _build_into(
     import torch
     from transformers.utils import logging as hf_logging
 
+    from tinykit.frontend.sentence import write_front_end
+    from tinykit.frontend.tokenizer import ship
     from tinykit.model.processor import add_media_tokens, ship_processor
-    from tinykit.model.sentence import write_front_end
-    from tinykit.model.tokenizer import ship
 
     choices = choices or BuildChoices()
     hf_logging.disable_progress_bar()  # keep CLI output to tinykit's one line

@@ -60,7 +60,7 @@ class BuildChoices:
     """Special-token roles set on the tokenizer, new tokens added: {"pad_token": "<pad>",
     "additional_special_tokens": ["<|tool|>"]}."""
     pooling: str | None = None
-    """Add a sentence-transformers front end with this pooling mode (tinykit.model.sentence)."""
+    """Add a sentence-transformers front end with this pooling mode (tinykit.frontend.sentence)."""
 
     def __post_init__(self) -> None:
         names = ("model_class", "task", "preset", "tokenizer", "tokens", "chat_template", "pooling")

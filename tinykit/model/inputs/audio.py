@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from tinykit.frontend.processor_files import fit_audio_window
+from tinykit.frontend.processors import processors
 from tinykit.model.inputs.forward import Forward, is_int, keep_accepted, runs
-from tinykit.model.inputs.processors import processors
 
 SAMPLES = 16_000
 """Audio length of a waveform input: one second at 16 kHz, longer than any conv front end's field."""
@@ -203,30 +204,6 @@ def _windowed(processor: Any, node: Any) -> Any:
         return type(processor).from_dict(data)
     except Exception:  # an extractor that does not take its own settings back: as it was
         return processor
-
-
-def fit_audio_window(data: dict[str, Any], config: Any) -> bool:
-    """A Whisper-style extractor's settings (`data`) padding every clip to `chunk_length`
-    seconds set to the tiny encoder's window of 2 x max_source_positions frames; where those
-    frames are not whole seconds at its hop, the hop is shortened until they are (1,024 frames:
-    160 samples -> 125). Whether they were set."""
-    import math
-
-    positions = getattr(config, "max_source_positions", None)
-    keys = ("chunk_length", "hop_length", "sampling_rate")
-    if not is_int(positions) or not all(is_int(data.get(k)) for k in keys):
-        return False
-    frames, rate = 2 * positions, data["sampling_rate"]
-    step = rate // math.gcd(frames, rate)  # the hops, in samples, that give whole seconds
-    hop = data["hop_length"] // step * step
-    if hop == 0:
-        return False
-    samples = frames * hop
-    data["hop_length"], data["chunk_length"] = hop, samples // rate
-    for key, value in (("n_samples", samples), ("nb_max_frames", 2 * positions)):
-        if key in data:
-            data[key] = value
-    return True
 
 
 def _random_features(f: Forward, bins: int, frames: int) -> dict[str, Any]:

@@ -7,10 +7,10 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+from tinykit.frontend.processors import processors
 from tinykit.model.inputs.forward import Forward, is_int, keep_accepted, runs
 from tinykit.model.inputs.patches import grid_patch_inputs, native_patch_inputs, packed_patch_inputs
 from tinykit.model.inputs.placement import getter_params, image_features_getter
-from tinykit.model.inputs.processors import processors
 from tinykit.model.inputs.text import side_token_inputs
 
 

@@ -16,23 +16,44 @@ import json
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tinykit._files import sha256_file
 from tinykit.errors import TinyArtifactInvalid, UnsupportedModelError, UsageError
+from tinykit.frontend.processor_files import PROCESSOR_FILES
 from tinykit.hub.layout import SHARD_INDEX_SUFFIX, WEIGHT_SUFFIXES
 
 if TYPE_CHECKING:
-    from tinykit.model.choices import BuildChoices
-    from tinykit.model.spec import ShrinkSpec
     from tinykit.source import Source
     from tinykit.tokenizer.parts import Parts
 
-PROCESSOR_FILES = (
-    "preprocessor_config.json",
-    "processor_config.json",
-    "video_preprocessor_config.json",
-)
+
+class TokenizerChoices(Protocol):
+    """The build choices the tokenizer reads (model/choices.py's BuildChoices holds them)."""
+
+    @property
+    def tokenizer(self) -> str | None: ...
+    @property
+    def tokens(self) -> str | None: ...
+    @property
+    def chat_template(self) -> str | None: ...
+    @property
+    def add_tokens(self) -> tuple[str, ...]: ...
+    @property
+    def special_tokens(self) -> dict[str, Any] | None: ...
+    @property
+    def exact_vocab(self) -> bool: ...
+
+
+class TokenizerSpec(Protocol):
+    """The sizes the tokenizer reads (model/spec.py's ShrinkSpec holds them)."""
+
+    @property
+    def mode(self) -> str: ...
+    @property
+    def vocab(self) -> int: ...
+
+
 NOT_TOKENIZER = {
     "config.json",
     "generation_config.json",
@@ -103,7 +124,10 @@ def tokenizer_source(
 
 
 def parts_for(
-    tok: TokenizerSource, choices: BuildChoices, trust_remote_code: bool, recipes: tuple[str, ...]
+    tok: TokenizerSource,
+    choices: TokenizerChoices,
+    trust_remote_code: bool,
+    recipes: tuple[str, ...],
 ) -> tuple[Parts, dict[str, Any]]:
     """The parts the tokenizer is composed of (the model config's special ids, the family's
     tokens, the choices' tokens source, template and additions), and their provenance."""
@@ -137,7 +161,7 @@ def parts_for(
     return parts, record
 
 
-def composed(choices: BuildChoices) -> bool:
+def composed(choices: TokenizerChoices) -> bool:
     """Whether the tokenizer is more than one source's files (tokens, additions, roles)."""
     return bool(choices.tokens or choices.add_tokens or choices.special_tokens)
 
@@ -145,8 +169,8 @@ def composed(choices: BuildChoices) -> bool:
 def ship(
     tmp: Path,
     src: Source,
-    spec: ShrinkSpec,
-    choices: BuildChoices,
+    spec: TokenizerSpec,
+    choices: TokenizerChoices,
     takes_text: bool,
     trust_remote_code: bool = False,
     recipes: tuple[str, ...] = (),
@@ -195,8 +219,8 @@ def ship(
 
 def _shrink(
     tok: TokenizerSource,
-    spec: ShrinkSpec,
-    choices: BuildChoices,
+    spec: TokenizerSpec,
+    choices: TokenizerChoices,
     out: Path,
     text: bool,
     parts: Parts,
