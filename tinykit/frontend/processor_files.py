@@ -8,7 +8,7 @@ import json
 import math
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from tinykit.frontend.processors import is_int
 
@@ -22,7 +22,8 @@ AUTO_CLASSES = ("AutoProcessor", "AutoImageProcessor", "AutoFeatureExtractor", "
 """transformers' loaders of processor files, the whole processor first."""
 
 
-def has_processor_files(folder: Path | None) -> bool:
+def has_processor_files(folder: Path | None) -> TypeGuard[Path]:
+    """Whether `folder` is a folder holding processor files."""
     return folder is not None and any((folder / n).is_file() for n in PROCESSOR_FILES)
 
 

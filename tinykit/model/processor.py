@@ -75,7 +75,7 @@ def add_media_tokens(
 def ship_processor(tmp: Path, src: Source, model: Any, shrunk: ShrunkConfig) -> None:
     """Write the processor files of the tiny `model` into `tmp` (none where no processor fits)."""
     if has_processor_files(src.folder):
-        copy_processor(src.folder, shrunk.config, tmp)  # type: ignore[arg-type]
+        copy_processor(src.folder, shrunk.config, tmp)
         return
     import torch
 
