@@ -27,7 +27,7 @@ FLOORS: list[set[str]] = [
     {"tokenizer"},
     {"numerics", "source"},
     {"repro", "distributed", "hub"},
-    {"testing", "_child", "_files", "_suggest", "_recipes"},
+    {"testing", "_child", "_files", "_suggest", "_recipes", "_procs"},
     {"_devices", "_versions", "errors", "_progress", "_deprecate"},
 ]
 
