@@ -26,7 +26,7 @@ CONVERSATION = [
 LOSSLESS_KINDS = (tjson.BYTE_LEVEL_BPE, tjson.BYTE_FALLBACK_BPE, tjson.BYTE_FALLBACK_UNIGRAM)
 
 
-def _expected_round_trip(tj: dict, text: str) -> str:
+def expected_round_trip(tj: dict, text: str) -> str:
     """The text a lossless tokenizer gives back: its normalizer may lowercase or NFKC-fold."""
     norm = json.dumps(tj.get("normalizer"))
     if '"NFKC"' in norm:
@@ -87,7 +87,7 @@ def check_tokenizer(
     # CLIP-style BPEs pre-split bytes but mark word ends with a suffix: not lossless by design
     if kind in LOSSLESS_KINDS and not tj["model"].get("end_of_word_suffix"):
         decoded = tok.decode(plain, skip_special_tokens=True, clean_up_tokenization_spaces=False)
-        lossless = decoded == _expected_round_trip(tj, PROBE)
+        lossless = decoded == expected_round_trip(tj, PROBE)
         if not lossless:
             problems.append(f"decode(encode(probe)) is not lossless: {decoded!r}")
     unk_id = tok.unk_token_id

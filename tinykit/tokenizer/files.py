@@ -162,3 +162,31 @@ def write_tiktoken(
         lines.append(f"{base64.b64encode(raw).decode()} {rank}\n")
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_text("".join(lines), "ascii")
+
+
+def with_specials(tj: dict, bos: str | None, eos: str | None = None) -> dict:
+    """`tj` whose post-processor puts `bos` before and `eos` after each sequence (either may be
+    None), byte-level offsets kept: what transformers' conversion of a Llama-3 tiktoken file
+    writes, and what a tokenizer config's add_bos_token / add_eos_token ask for."""
+    ids = {a["content"]: a["id"] for a in tj.get("added_tokens", [])}
+    bos, eos = (t if t in ids else None for t in (bos, eos))
+
+    def template(seq: str, type_id: int) -> list[dict]:
+        def special(token: str) -> dict:
+            return {"SpecialToken": {"id": token, "type_id": type_id}}
+
+        middle = [{"Sequence": {"id": seq, "type_id": type_id}}]
+        return ([special(bos)] if bos else []) + middle + ([special(eos)] if eos else [])
+
+    single = template("A", 0)
+    specials = {t: {"id": t, "ids": [ids[t]], "tokens": [t]} for t in (bos, eos) if t}
+    processor = {
+        "type": "TemplateProcessing",
+        "single": single,
+        "pair": single + template("B", 1),
+        "special_tokens": specials,
+    }
+    old = tj.get("post_processor") or {}
+    steps = old.get("processors", [old]) if old.get("type") == "Sequence" else [old]
+    byte_level = [p for p in steps if p and p.get("type") == "ByteLevel"]
+    return {**tj, "post_processor": {"type": "Sequence", "processors": [*byte_level, processor]}}
