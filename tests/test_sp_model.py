@@ -114,7 +114,9 @@ def test_files_that_are_not_sentencepiece_models_read_as_none(tmp_path):
     tiktoken.write_text("".join(f"{chr(65 + i % 26)}Q== {i}\n" for i in range(600)))
     empty = tmp_path / "empty.model"
     empty.write_bytes(b"")
-    for path in (tiktoken, empty, tmp_path, tmp_path / "missing.model"):
+    broken_spec = tmp_path / "broken.model"  # piece "a", then a trainer spec cut mid-varint
+    broken_spec.write_bytes(b"\x0a\x03\x0a\x01a" + b"\x12\x01\xff")
+    for path in (tiktoken, empty, broken_spec, tmp_path, tmp_path / "missing.model"):
         assert read_sentencepiece(path) is None
         assert shrink_sentencepiece(path, tmp_path / "out.model", ["a"]) is False
     assert not (tmp_path / "out.model").exists()

@@ -2,8 +2,8 @@
 
 A model file is a `sentencepiece.ModelProto`: a flat list of fields, one per piece, then the
 trainer and normalizer specs. The pure-Python protobuf runtime takes about a second to parse
-T5's 32,000 pieces, and its C runtime (upb) refuses the second copy of
-sentencepiece_model.proto that transformers registers. Shrinking changes only the pieces, four
+T5's 32,000 pieces, and its C runtime (upb) clashes with the other copies of
+sentencepiece_model.proto (transformers vendors one). Shrinking changes only the pieces, four
 special ids, the vocab size and the normalizer, so tinykit reads and writes those fields itself:
 every other field, and every kept piece, is copied byte for byte in the source's order. The
 result is what `ModelProto.SerializeToString()` writes after the same edits.
@@ -174,6 +174,8 @@ def _scan(data: bytes) -> SentencePieceModel:
 def _parse(path: str, _mtime_ns: int, _size: int) -> SentencePieceModel | None:
     try:
         model = _scan(Path(path).read_bytes())
+        for number in (_TRAINER, _NORMALIZER):  # the specs a shrink edits must parse too
+            _message(list(model.rest), number)
     except (OSError, _NotProtobuf, UnicodeDecodeError):  # a folder, a tiktoken text file
         return None
     return model if model.pieces else None
@@ -205,20 +207,30 @@ def shrink_sentencepiece(src: Path, dest: Path, new_vocab: list[str]) -> bool:
         n += 1
     if any(tok in by_piece for tok in new_vocab[n:]):
         return False
-    new_ids = {tok: i for i, tok in enumerate(new_vocab[:n])}
+    try:
+        rest = _edited_specs(model, new_vocab[:n])
+    except _NotProtobuf:  # a special id that is not a varint: no model sentencepiece loads
+        return False
+    kept = [model.data[a:b] for a, b in (by_piece[tok] for tok in new_vocab[:n])]
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_bytes(b"".join([*kept, *(f.raw for f in rest)]))
+    return True
+
+
+def _edited_specs(model: SentencePieceModel, kept: list[str]) -> list[_Field]:
+    """The top-level fields other than pieces, for the `kept` pieces: the trainer spec's special
+    ids point at their pieces' new ids (-1 when dropped), its vocab size counts them, and the
+    normalizer does nothing."""
+    new_ids = {tok: i for i, tok in enumerate(kept)}
     rest = list(model.rest)
     trainer = _message(rest, _TRAINER)
     for number, default in _SPECIAL_ID_DEFAULTS.items():
         old = next((_int32(f) for f in trainer if f.number == number), default)
         if 0 <= old < len(model.pieces):  # the id names a piece: point it at that piece's new id
             trainer = _with(trainer, number, new_ids.get(model.pieces[old], -1))
-    trainer = _with(trainer, _VOCAB_SIZE, n)
+    trainer = _with(trainer, _VOCAB_SIZE, len(kept))
     # The nmt_nfkc charsmap alone is 237 KB for T5: the tiny model normalises nothing.
     normalizer = _with(_message(rest, _NORMALIZER), _NAME, b"identity")
     normalizer = _with(normalizer, _CHARSMAP, b"")
     rest = _with(rest, _TRAINER, b"".join(f.raw for f in trainer))
-    rest = _with(rest, _NORMALIZER, b"".join(f.raw for f in normalizer))
-    kept = [model.data[a:b] for a, b in (by_piece[tok] for tok in new_vocab[:n])]
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_bytes(b"".join([*kept, *(f.raw for f in rest)]))
-    return True
+    return _with(rest, _NORMALIZER, b"".join(f.raw for f in normalizer))
