@@ -4,7 +4,7 @@ for a class without a forward of its own."""
 
 from __future__ import annotations
 
-from tinykit.model.coverage import sweep, upstream_error
+from tinykit.coverage.sweep import sweep, upstream_error
 from tinykit.model.size import MULTIMODAL_BUDGET
 
 

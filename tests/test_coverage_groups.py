@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from tinykit.coverage.sweep import CoverageRow, figures, summarize, sweep
 from tinykit.model.config import shrink_config
-from tinykit.model.coverage import CoverageRow, figures, summarize, sweep
 from tinykit.model.size import MULTIMODAL_BUDGET
 from tinykit.model.spec import ShrinkSpec
 

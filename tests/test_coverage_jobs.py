@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 from tinykit.cli import main
-from tinykit.model.coverage import sweep, sweep_in_processes
+from tinykit.coverage.sweep import sweep, sweep_in_processes
 
 TYPES = ["bert", "opt", "gpt2"]
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tinykit.coverage.sweep import sweep
 from tinykit.model.config import shrink_config
-from tinykit.model.coverage import sweep
 from tinykit.model.shrink.rope import split_like
 from tinykit.model.size import MULTIMODAL_BUDGET
 from tinykit.model.spec import ShrinkSpec

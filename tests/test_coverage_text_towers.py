@@ -3,8 +3,8 @@ trajectory models, forecasters, whose forwards read more than token ids."""
 
 from __future__ import annotations
 
+from tinykit.coverage.sweep import sweep
 from tinykit.model.config import shrink_config
-from tinykit.model.coverage import sweep
 from tinykit.model.size import TEXT_BUDGET
 from tinykit.model.spec import ShrinkSpec
 

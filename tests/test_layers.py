@@ -21,12 +21,12 @@ FLOORS: list[set[str]] = [
     {"bisect", "standins"},
     {"artifacts"},
     {"memory", "dataset"},
-    {"strategies", "slice"},
+    {"strategies", "slice", "coverage"},
     {"model"},
     {"tokenizer"},
     {"numerics", "source"},
     {"repro", "distributed", "hub"},
-    {"testing", "_child", "_files", "_suggest", "_recipes"},
+    {"testing", "_child", "_files", "_suggest", "_recipes", "_procs"},
     {"_devices", "_versions", "errors", "_progress", "_deprecate"},
 ]
 

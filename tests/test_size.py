@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
+from tinykit.coverage.sweep import sweep
 from tinykit.model.config import shrink_config
-from tinykit.model.coverage import sweep
 from tinykit.model.size import MULTIMODAL_BUDGET, TEXT_BUDGET, budget, find_leaks
 from tinykit.model.spec import ShrinkSpec
 
@@ -104,7 +104,7 @@ def test_sampled_text_types_pass_within_the_budget():
 
 def test_a_composite_models_text_tower_alone_ships_a_tokenizer_and_passes():
     # qwen2_vl_text has no tokenizer class of its own: it reads token ids as its composite does
-    from tinykit.model.coverage import all_model_types
+    from tinykit.coverage.sweep import all_model_types
 
     group, name = all_model_types()["qwen2_vl_text"]
     [row] = sweep(["qwen2_vl_text"], {"qwen2_vl_text": name})

@@ -122,3 +122,24 @@ def test_an_odd_expert_width_is_rounded_up_so_grouped_expert_matmuls_run(tmp_pat
     config = json.loads((built.path / "config.json").read_text())
     assert config["intermediate_size"] == 16
     assert config["num_local_experts"] >= 2
+
+
+def test_positions_below_twice_the_rope_factor_keep_two_original_positions(tmp_path):
+    # Phi-3-mini-128k's LongRoPE implies factor 32 (131072 / 4096); at 32 positions the original
+    # length was cut to 1 and transformers divided by log(1) while building the model.
+    from conftest import HUB_FILES
+
+    out = make_tiny(
+        HUB_FILES / "microsoft" / "Phi-3-mini-128k-instruct",
+        tmp_path / "t",
+        max_positions=32,
+        hidden=8,
+        heads=1,
+        kv_heads=1,
+        intermediate=4,
+        vocab=330,
+    )
+    config = json.loads((out / "config.json").read_text())
+    assert config["max_position_embeddings"] == 32
+    assert config["original_max_position_embeddings"] == 2
+    assert config["rope_parameters"]["factor"] == 16

@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 
 from tests.conftest import HUB_FILES
 from tinykit import ShrinkSpec, make_tiny
+from tinykit.coverage.sweep import text_model_types, upstream_error
 from tinykit.errors import UnsupportedModelError
 from tinykit.model.build import class_and_config
-from tinykit.model.coverage import text_model_types, upstream_error
 from tinykit.model.inputs import make_inputs
 from tinykit.model.recipes import recipe_for
 from tinykit.strategies import shrink_specs, tiny_configs, token_batches

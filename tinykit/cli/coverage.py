@@ -6,7 +6,7 @@ import argparse
 
 from tinykit.cli import emit
 
-GROUPS = ("text", "vision", "audio", "video", "multimodal")  # tinykit.model.coverage.GROUPS
+GROUPS = ("text", "vision", "audio", "video", "multimodal")  # tinykit.coverage.sweep.GROUPS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -41,8 +41,8 @@ def run(args: argparse.Namespace) -> int:
     import sys
     import time
 
+    from tinykit.coverage.sweep import plan, summarize, summary_lines, sweep, sweep_in_processes
     from tinykit.errors import UsageError
-    from tinykit.model.coverage import plan, summarize, summary_lines, sweep, sweep_in_processes
 
     if args.jobs < 1:
         raise UsageError(f"--jobs {args.jobs}: give 1 or more worker processes.")

@@ -80,7 +80,12 @@ def rescale_rope_positions(
         factor = params.get("factor")
         if not isinstance(factor, int | float) or factor <= 0:
             factor = params["factor"] = before / original  # what it implied (Phi-3's longrope)
-        shrunk = max(1, int(after // factor))
+        shrunk = int(after // factor)
+        if shrunk < 2:
+            # LongRoPE and YaRN divide by log(original): keep 2 original positions, a smaller
+            # factor (only a spec of fewer positions than 2 x factor gets here)
+            factor = params["factor"] = max(1.0, after / 2)
+            shrunk = max(1, int(after // factor))
         if orig_key in params:
             params[orig_key] = shrunk
         if is_int(top):
