@@ -118,6 +118,29 @@ def test_sampled_non_text_types_pass_within_the_budget(coverage_classes):
     assert all(0 < r.weight_bytes <= MULTIMODAL_BUDGET for r in rows)
 
 
+# One type per route of the processor files a bare type ships (frontend/, model/processor.py): a placeholder
+# expanded by a count setting (Idefics3) or by patches and a CLS token (LLaVA), named tokens its
+# tiny tokenizer lacked (Gemma 3's boi/eoi), a speech encoder's window (Whisper), a video
+# classifier's frames (VideoMAE), an image processor alone (ConvNeXt: a shortest edge), a
+# waveform extractor alone (wav2vec2). The whole sweep's figure: `nox -s coverage -- --all`.
+SAMPLED_PROCESSORS = {
+    "idefics3": "AutoProcessor: Idefics3Processor",
+    "llava": "AutoProcessor: LlavaProcessor",
+    "gemma3": "AutoProcessor: Gemma3Processor",
+    "whisper": "AutoProcessor: WhisperProcessor",
+    "videomae": "AutoProcessor: VideoMAEImageProcessorPil",
+    "convnext": "AutoProcessor: ConvNextImageProcessorPil",
+    "wav2vec2": "AutoFeatureExtractor: Wav2Vec2FeatureExtractor",
+}
+
+
+def test_sampled_types_ship_processor_files_that_load(coverage_classes):
+    rows = list(sweep(list(SAMPLED_PROCESSORS), coverage_classes))
+    assert [(r.model_type, r.reason) for r in rows if not r.ok] == []
+    assert {r.model_type: r.processor for r in rows} == SAMPLED_PROCESSORS
+    assert figures(rows)["processors"] == len(SAMPLED_PROCESSORS)
+
+
 def test_layers_that_read_another_layers_kv_keep_their_source():
     from transformers import CONFIG_MAPPING
 

@@ -23,10 +23,11 @@ FLOORS: list[set[str]] = [
     {"memory", "dataset"},
     {"strategies", "slice", "coverage"},
     {"model"},
+    {"frontend"},
     {"tokenizer"},
     {"numerics", "source"},
     {"repro", "distributed", "hub"},
-    {"testing", "_child", "_files", "_suggest", "_procs"},
+    {"testing", "_child", "_files", "_suggest", "_recipes", "_procs"},
     {"_devices", "_versions", "errors", "_progress", "_deprecate", "_import_hooks"},
 ]
 

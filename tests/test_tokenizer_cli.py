@@ -54,10 +54,19 @@ def test_cli_default_out_refuses_to_overwrite_without_force(tmp_path):
 
 
 def test_cli_bad_source_is_one_line_and_exit_2(tmp_path):
-    proc = _cli(hub("Qwen/Qwen3-8B"), cwd=tmp_path)  # config.json only: no tokenizer
+    (tmp_path / "empty").mkdir()  # no tokenizer files and no config.json: nothing to train for
+    proc = _cli(tmp_path / "empty", cwd=tmp_path)
     assert proc.returncode == 2
     assert proc.stderr.count("tinykit: error:") == 1 and "Traceback" not in proc.stderr
-    assert list(tmp_path.iterdir()) == []
+    assert "no tokenizer files and no config.json" in proc.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["empty"]
+
+
+def test_cli_config_only_folder_trains_a_tokenizer_for_its_type(tmp_path):
+    proc = _cli(hub("Qwen/Qwen3-8B"), cwd=tmp_path)  # config.json only: Qwen's class and tokens
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads(next(tmp_path.glob("*/tinykit-tokenizer.json")).read_text())
+    assert record["method"] == "scratch" and {"151643", "151645"} <= set(record["id_map"])
 
 
 def test_api_failure_leaves_nothing_half_written(tmp_path):

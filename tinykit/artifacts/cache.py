@@ -103,7 +103,9 @@ def option_contents(spec: Mapping[str, Any], file_options: Iterable[str]) -> dic
     contents = {}
     for option in file_options:
         value = spec.get(option)
-        for item in value if isinstance(value, list) else [value]:
+        # a list (recipes) or a table of parts (a composed tokenizer) names several
+        items = list(value.values()) if isinstance(value, dict) else value
+        for item in items if isinstance(items, list) else [value]:
             if isinstance(item, (str, os.PathLike)) and str(item) and Path(item).exists():
                 path = Path(item)
                 digest = tree_digest(path) if path.is_dir() else sha256_file(path)

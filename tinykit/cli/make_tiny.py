@@ -17,6 +17,31 @@ def _layers(value: str) -> int | str:
         raise argparse.ArgumentTypeError(f"expected an integer or 'auto', got {value!r}") from None
 
 
+def _role(value: str) -> tuple[str, str]:
+    role, sep, token = value.partition("=")
+    if not sep or not role.endswith(("_token", "_tokens")) or not token:
+        raise argparse.ArgumentTypeError(
+            f"expected ROLE=TOKEN with a role such as pad_token or additional_special_tokens, "
+            f"got {value!r}"
+        )
+    return role, token
+
+
+def _roles(pairs: list[tuple[str, str]] | None) -> dict[str, str | list[str]] | None:
+    """`--special-token` pairs as special_tokens: a `..._tokens` role collects a list."""
+    if not pairs:
+        return None
+    roles: dict[str, str | list[str]] = {}
+    for role, token in pairs:
+        if role.endswith("_tokens"):
+            listed = roles.setdefault(role, [])
+            assert isinstance(listed, list)
+            listed.append(token)
+        else:
+            roles[role] = token
+    return roles
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     from tinykit.model.spec import ShrinkSpec
 
@@ -99,9 +124,31 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="take the tokenizer and its special tokens from this folder, Hub id or model_type",
     )
     p.add_argument(
+        "--tokens-from",
+        metavar="SOURCE",
+        help="compose the tokenizer: the tokenizer config, added/special tokens and chat template "
+        "of this folder or Hub id, on the vocabulary of the source (or of --tokenizer)",
+    )
+    p.add_argument(
         "--chat-template",
         metavar="FILE",
         help="a Jinja file that replaces the tokenizer's chat template",
+    )
+    p.add_argument(
+        "--add-token",
+        action="append",
+        dest="add_tokens",
+        metavar="TOKEN",
+        help="add TOKEN to the tokenizer as a whole token, not special (repeatable)",
+    )
+    p.add_argument(
+        "--special-token",
+        action="append",
+        dest="special_tokens",
+        type=_role,
+        metavar="ROLE=TOKEN",
+        help="set a special-token role, adding the token: pad_token=<pad>; "
+        "additional_special_tokens=<|tool|> (repeatable; a list role collects every value)",
     )
     p.add_argument(
         "--pooling",
@@ -139,8 +186,9 @@ def run(args: argparse.Namespace) -> int:
     from tinykit._suggest import check_source
 
     check_source(args.source)  # before the heavy imports: a typo answers in well under a second
-    if args.tokenizer is not None:
-        check_source(args.tokenizer)
+    for other in (args.tokenizer, args.tokens_from):
+        if other is not None:
+            check_source(other)
     from tinykit.model.build import make_tiny
     from tinykit.model.spec import ShrinkSpec
 
@@ -159,8 +207,12 @@ def run(args: argparse.Namespace) -> int:
         num_labels=args.num_labels,
         exact_vocab=args.exact_vocab,
         preset=args.preset,
-        tokenizer=args.tokenizer,
+        tokenizer=args.tokenizer
+        if args.tokens_from is None
+        else {"vocab": args.tokenizer, "tokens": args.tokens_from},
         chat_template=args.chat_template,
+        add_tokens=args.add_tokens,
+        special_tokens=_roles(args.special_tokens),
         pooling=args.pooling,
         **spec,
     )

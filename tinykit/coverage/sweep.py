@@ -39,6 +39,9 @@ class CoverageRow:
     upstream: bool = False
     """The failure is transformers' own: its default config of this type does not build."""
     weight_bytes: int = 0
+    processor: str = ""
+    """What loads the folder's processor files ('AutoProcessor: Idefics3Processor'); '' none
+    shipped; 'fails: ...' where none loads them (frontend/processor_files.py)."""
 
 
 GROUPS = ("text", "vision", "audio", "video", "multimodal")
@@ -160,6 +163,7 @@ def sweep(
     `classes` names the transformers class to build a type with (its group's, from
     `all_model_types`); a type without one gets make-tiny's own choice.
     """
+    from tinykit.frontend.processor_files import shipped_processor
     from tinykit.model.build import make_tiny
     from tinykit.model.verify import verify
 
@@ -172,10 +176,11 @@ def sweep(
         for model_type in wanted:
             step(model_type)
             started = time.perf_counter()
-            ok, reason, params, weights = False, "", 0, 0
+            ok, reason, params, weights, processor = False, "", 0, 0, ""
             try:  # verify runs here, with its report kept: the build's own check is skipped
                 source = _source_folder(Path(tmp), model_type, (classes or {}).get(model_type))
                 built = make_tiny(source, Path(tmp) / model_type, check=False, **spec)
+                processor = shipped_processor(built.path)
                 report = verify(built.path)
                 ok, reason = report.ok, "; ".join(report.problems) or "ok"
                 params, weights = report.params, report.weight_bytes
@@ -189,9 +194,8 @@ def sweep(
                 upstream = _is_upstream(reason, error)
                 if upstream:
                     reason = f"{reason} [transformers at full size: {error}]"
-            yield CoverageRow(
-                model_type, ok, reason, params, time.perf_counter() - started, upstream, weights
-            )
+            seconds = time.perf_counter() - started
+            yield CoverageRow(model_type, ok, reason, params, seconds, upstream, weights, processor)
 
 
 def _check_known(model_types: list[str], classes: dict[str, str] | None) -> None:
@@ -363,7 +367,8 @@ def summarize(
 
 
 def figures(rows: list[CoverageRow]) -> dict[str, Any]:
-    """Pass counts and rates (of all, and of the types transformers itself builds) and timings."""
+    """Pass counts and rates (of all, and of the types transformers itself builds), the types
+    whose processor files load, and timings."""
     passed = sum(r.ok for r in rows)
     upstream = [r.model_type for r in rows if r.upstream]
     buildable = len(rows) - len(upstream)
@@ -374,6 +379,7 @@ def figures(rows: list[CoverageRow]) -> dict[str, Any]:
         "upstream_broken": upstream,
         "buildable": buildable,
         "rate_buildable": round(passed / max(1, buildable), 4),
+        "processors": sum(bool(r.processor) and not r.processor.startswith("fails") for r in rows),
         "median_seconds": round(statistics.median([r.seconds for r in rows]), 3) if rows else 0.0,
         "seconds": round(sum(r.seconds for r in rows), 1),
     }
@@ -385,7 +391,7 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         f"{group}: {s['passed']}/{s['total']} pass ({100 * s['rate']:.1f}%); "
         f"{s['passed']}/{s['buildable']} ({100 * s['rate_buildable']:.1f}%) of the types whose "
         f"own default transformers builds; {s['seconds']:.0f} s, median "
-        f"{s['median_seconds']:.2f} s per type"
+        f"{s['median_seconds']:.2f} s per type; {s['processors']} ship processor files that load"
         + (
             f" (not buildable upstream: {', '.join(s['upstream_broken'])})"
             if s["upstream_broken"]

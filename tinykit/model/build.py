@@ -12,6 +12,7 @@ import functools
 import json
 import os
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
@@ -20,15 +21,14 @@ from tinykit._files import FolderResult, check_target, output_errors, output_pat
 from tinykit._progress import stage
 from tinykit.errors import TinyArtifactInvalid, UnsupportedModelError, UsageError
 from tinykit.model import provenance
-from tinykit.model.choices import BuildChoices
+from tinykit.model.choices import BuildChoices, tokenizer_choices
 from tinykit.model.config import ShrunkConfig, shrink_config
 from tinykit.model.shrink.token_ids import remap_token_ids
 from tinykit.model.spec import ShrinkOptions, ShrinkSpec
-from tinykit.model.tokenizer import PROCESSOR_FILES
 from tinykit.source import Source, resolve
 
 if TYPE_CHECKING:
-    from tinykit.model.tokenizer import Shipped
+    from tinykit.frontend.tokenizer import Shipped
 
 # Auto classes tried, in order, for a bare model_type (or architectures transformers lacks).
 TASK_MAPPINGS = (
@@ -94,8 +94,10 @@ def make_tiny(
     num_labels: int | None = None,
     exact_vocab: bool = False,
     preset: str | None = None,
-    tokenizer: str | os.PathLike[str] | None = None,
+    tokenizer: str | os.PathLike[str] | Mapping[str, str] | None = None,
     chat_template: str | os.PathLike[str] | None = None,
+    add_tokens: Sequence[str] | None = None,
+    special_tokens: Mapping[str, Any] | None = None,
     pooling: str | None = None,
     **spec: Unpack[ShrinkOptions],
 ) -> BuildResult:
@@ -123,11 +125,16 @@ def make_tiny(
         preset: a shape preset (`hub-tiny-random`: the Hub's tiny-random shapes) whose sizes
             replace the defaults; sizes passed in `spec` still win.
         tokenizer: take the tokenizer and its special tokens from this folder, Hub id or
-            model_type instead of `source`.
+            model_type instead of `source`; or compose it from parts, `{"vocab": SOURCE,
+            "tokens": SOURCE, "template": FILE}` (the vocabulary of one source, the tokenizer
+            config, added/special tokens and chat template of another, a template file).
         chat_template: a Jinja file that replaces the tokenizer's chat template.
+        add_tokens: tokens added to the tokenizer as whole tokens (not special).
+        special_tokens: special-token roles to set, new tokens added (`{"pad_token": "<pad>",
+            "additional_special_tokens": [...]}`).
         pooling: add a sentence-transformers front end (modules.json, 1_Pooling/) with this
             pooling mode (mean, cls, max, mean_sqrt_len); a source with its own modules.json
-            keeps its pipeline without it (`tinykit.model.sentence`).
+            keeps its pipeline without it (`tinykit.frontend.sentence`).
         **spec: ShrinkSpec fields (hidden, layers, vocab, dtype, seed, mode, ...).
 
     Raises:
@@ -148,8 +155,9 @@ def make_tiny(
         num_labels=num_labels,
         exact_vocab=exact_vocab,
         preset=preset,
-        tokenizer=None if tokenizer is None else str(tokenizer),
-        chat_template=None if chat_template is None else str(chat_template),
+        **tokenizer_choices(tokenizer, chat_template),
+        add_tokens=_strings("add_tokens", add_tokens),
+        special_tokens=None if special_tokens is None else dict(special_tokens),
         pooling=pooling,
     )
     shrink = _spec(dict(spec), choices)
@@ -194,6 +202,14 @@ def make_tiny(
     )
 
 
+def _strings(name: str, value: Sequence[str] | None) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        raise UsageError(f'{name}={value!r} must be a list of strings, e.g. {name}=["<think>"].')
+    return tuple(value)
+
+
 def _spec(spec: dict[str, Any], choices: BuildChoices) -> ShrinkSpec:
     """The ShrinkSpec: a preset's sizes under the explicit ones; checks that need no source."""
     from tinykit.model.recipes import preset
@@ -211,7 +227,7 @@ def _spec(spec: dict[str, Any], choices: BuildChoices) -> ShrinkSpec:
         raise UsageError(
             f"--chat-template {choices.chat_template} is not a file. Pass a Jinja template file."
         )
-    from tinykit.model.sentence import check_pooling
+    from tinykit.frontend.sentence import check_pooling
 
     check_pooling(choices.pooling)
     if choices.task is not None:
@@ -232,15 +248,17 @@ def _build_into(
     import torch
     from transformers.utils import logging as hf_logging
 
-    from tinykit.model.sentence import write_front_end
-    from tinykit.model.tokenizer import ship
+    from tinykit.frontend.sentence import write_front_end
+    from tinykit.frontend.tokenizer import ship
+    from tinykit.model.processor import add_media_tokens, ship_processor
 
     choices = choices or BuildChoices()
     hf_logging.disable_progress_bar()  # keep CLI output to tinykit's one line
     remote = src.folder if trust_remote_code and "auto_map" in src.config else None
     requested = None if remote else _requested(src, choices, recipes)  # a typo fails first
     stage(f"tokenizer ({spec.mode} mode)")
-    shipped = ship(tmp, src, spec, choices, _takes_text(src), trust_remote_code)
+    shipped = ship(tmp, src, spec, choices, _takes_text(src), trust_remote_code, recipes)
+    shipped = add_media_tokens(tmp, src, spec, choices, shipped)  # the processor's placeholders
     shrunk = _shrunk_config(src, spec, recipes, remote, shipped)
     cls, config = class_and_config(
         src.config, shrunk.config, name=src.name, remote=remote is not None, requested=requested
@@ -268,7 +286,8 @@ def _build_into(
     # own artifact (a tinykit_dist test builds its fixture on whichever rank takes the lock).
     model.should_save_on_this_rank = lambda is_main_process: True
     model.save_pretrained(tmp)
-    _copy_processor(src, shrunk, tmp)
+    stage("processor")
+    ship_processor(tmp, src, model, shrunk)
     write_front_end(tmp, src.folder, model.config, pooling=choices.pooling, seed=spec.seed)
     params = sum(p.numel() for p in model.parameters())
     layers = {path: list(plan.kept) for path, plan in shrunk.plans.items()}
@@ -424,56 +443,20 @@ def _attach_generation_config(model: Any, src: Source, spec: ShrinkSpec, shipped
     model.generation_config = GenerationConfig.from_dict(data)
 
 
-def _copy_processor(src: Source, shrunk: ShrunkConfig, tmp: Path) -> None:
-    """Copy image/video processor files, with their image geometry set to the tiny vision tower's."""
-    if src.folder is None:
-        return
-    vision = getattr(shrunk.config, "vision_config", None) or shrunk.config
-    size, patch = getattr(vision, "image_size", None), getattr(vision, "patch_size", None)
-    for name in PROCESSOR_FILES:
-        path = src.folder / name
-        if not path.is_file():
-            continue
-        data = json.loads(path.read_text())
-        if isinstance(size, int):
-            for key in ("size", "crop_size"):
-                if isinstance(data.get(key), dict):
-                    data[key] = {k: size for k in data[key]}
-                elif isinstance(data.get(key), int):
-                    data[key] = size
-        if (
-            isinstance(patch, int)
-            and isinstance(data.get("patch_size"), int)
-            and isinstance(size, int)
-        ):
-            data["patch_size"] = patch
-        _fit_audio_window(data, shrunk.config)
-        (tmp / name).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-
-
-def _fit_audio_window(data: dict[str, Any], config: Any) -> None:
-    """A Whisper-style extractor pads to `chunk_length` seconds: make that the tiny encoder's
-    2 x max_source_positions frames, so processor output and model agree."""
-    positions = getattr(config, "max_source_positions", None)
-    keys = ("chunk_length", "hop_length", "sampling_rate")
-    if not isinstance(positions, int) or not all(isinstance(data.get(k), int) for k in keys):
-        return
-    samples = 2 * positions * data["hop_length"]
-    if samples % data["sampling_rate"] == 0:
-        data["chunk_length"] = samples // data["sampling_rate"]
-        for key, value in (("n_samples", samples), ("nb_max_frames", 2 * positions)):
-            if key in data:
-                data[key] = value
-
-
 def _check(tmp: Path, src: Source, trust_remote_code: bool) -> None:
     from tinykit.model.verify import verify
 
     report = verify(tmp, trust_remote_code=trust_remote_code)
     if not report.ok:
+        tokenizer = all("tokenizer" in p for p in report.problems)
+        fix = (
+            "Pass --tokenizer SOURCE (a folder, Hub id or model_type whose tokenizer fits)"
+            if tokenizer
+            else "Add a recipe (--recipe PATH) for the keys named"
+        )
         raise TinyArtifactInvalid(
             f"the tiny {src.model_type} model built from {src.name} fails its check, so nothing "
-            f"was written: {'; '.join(report.problems)}. Add a recipe (--recipe PATH) for the keys "
-            f"named, or pass --no-check to write it anyway.",
+            f"was written: {'; '.join(report.problems)}. {fix}, or pass --no-check to write it "
+            "anyway.",
             report=report.to_dict(),
         )

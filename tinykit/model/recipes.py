@@ -17,14 +17,13 @@ Users add files with `--recipe PATH`; a later file overrides an earlier one key 
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field
-from functools import lru_cache
-from importlib import resources
-from pathlib import Path
 from typing import Any
 
+from tinykit._recipes import load_recipes, read_recipe, recipes_dir
 from tinykit.errors import UsageError
+
+__all__ = ["Recipe", "preset", "presets", "recipe_for", "recipes_dir"]
 
 
 @dataclass(frozen=True)
@@ -41,17 +40,9 @@ class Recipe:
     sources: tuple[str, ...] = ()
 
 
-def recipes_dir() -> Path:
-    """recipes/ ships inside the wheel as tinykit/recipes; a source checkout has it at the top."""
-    packaged = resources.files("tinykit").joinpath("recipes")
-    if packaged.is_dir():
-        return Path(str(packaged))
-    return Path(__file__).resolve().parents[2] / "recipes"
-
-
 def presets() -> dict[str, dict[str, Any]]:
     """Preset name -> the ShrinkSpec values it sets (recipes/_presets.toml)."""
-    return _read(recipes_dir() / "_presets.toml")
+    return read_recipe(recipes_dir() / "_presets.toml")
 
 
 def preset(name: str) -> dict[str, Any]:
@@ -66,33 +57,9 @@ def preset(name: str) -> dict[str, Any]:
     return dict(known[name])
 
 
-def _read(path: Path) -> dict[str, Any]:
-    try:
-        return tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as e:
-        raise UsageError(f"cannot read recipe {path}: {e}. Fix the file or drop --recipe.") from e
-
-
-@lru_cache(maxsize=8)
-def _load(extra: tuple[str, ...]) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]:
-    folder = recipes_dir()
-    generic = _read(folder / "_generic.toml")
-    families = [
-        (p.name, _read(p)) for p in sorted(folder.glob("*.toml")) if not p.name.startswith("_")
-    ]
-    for path in extra:
-        data = _read(Path(path))
-        if "model_types" not in data:
-            raise UsageError(
-                f'recipe {path} has no `model_types` list. Add e.g. model_types = ["llama"].'
-            )
-        families.append((path, data))
-    return generic, families
-
-
 def recipe_for(model_type: str, extra: tuple[str, ...] = ()) -> Recipe:
     """The generic vocabulary merged with every family file that lists `model_type`."""
-    generic, families = _load(tuple(extra))
+    generic, families = load_recipes(tuple(extra))
     knobs = {k: list(v) for k, v in generic["knobs"].items()}
     cap: dict[str, int] = dict(generic.get("cap", {}))
     fixed: dict[str, Any] = {}

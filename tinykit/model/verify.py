@@ -264,9 +264,9 @@ def _tokenizer(model: Any, folder: Path, inputs: dict, report: VerifyReport, tru
             vocab is not None and "input_ids" in inputs
         ):  # it reads token ids, and a test has nothing to encode text with
             report.problems.append(
-                f"no tokenizer files beside the model, which reads token ids (vocab_size {vocab}). "
-                "Rebuild it with tinykit make-tiny (tiny mode ships a tokenizer) or add the "
-                "source's tokenizer files"
+                f"no tokenizer beside the model, which reads token ids (vocab_size {vocab}): the "
+                "folder has no tokenizer.json, vocab files or tokenizer model. Copy the source's "
+                "tokenizer files into it, or build it with make-tiny --tokenizer SOURCE"
             )
         return
     report.tokenizer = check_tokenizer(folder, trust_remote_code=trust)

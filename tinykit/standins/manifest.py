@@ -10,6 +10,12 @@
     mode = "tiny"                   # mode, task, exact_vocab, preset, tokenizer, chat_template
     revisions = ["refs/pr/1"]       # other branches with the same files
 
+    [models."org/phi-3-style"]      # a tokenizer composed from parts, no folder made by hand:
+    source = "microsoft/Phi-3-mini-128k-instruct"
+    tokenizer = { vocab = "meta-llama/Llama-2-7b-hf", tokens = "microsoft/Phi-3-mini-128k-instruct" }
+    add_tokens = ["<think>", "</think>"]                # (template = FILE replaces the template)
+    special_tokens = { pad_token = "<pad>" }
+
     [models."org/name".revisions."v2"]   # or a branch with its own options on top
     seed = 1
 
@@ -218,10 +224,13 @@ def _check_options(where: str, kind: str, options: dict[str, Any]) -> dict[str, 
 
 def resolve_path(value: Any, base: Path) -> Any:
     """A relative path option as an absolute one when it exists beside the manifest (each one,
-    for a list such as `recipes`); `pkg:PACKAGE/path` as the file inside that installed
-    package (a chat template shipped with a library, wherever its venv is)."""
+    for a list such as `recipes` or a table such as a composed `tokenizer`); `pkg:PACKAGE/path`
+    as the file inside that installed package (a chat template shipped with a library, wherever
+    its venv is)."""
     if isinstance(value, list):
         return [resolve_path(v, base) for v in value]
+    if isinstance(value, dict):
+        return {k: resolve_path(v, base) for k, v in value.items()}
     if isinstance(value, str) and value.startswith(PACKAGE_PREFIX):
         return str(package_file(value))
     if isinstance(value, str) and value and not Path(value).is_absolute():

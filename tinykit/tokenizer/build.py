@@ -22,20 +22,25 @@ from tinykit._files import FolderResult, check_target, output_errors, output_pat
 from tinykit.errors import TinyArtifactInvalid, UsageError
 from tinykit.tokenizer import edit as tjson
 from tinykit.tokenizer import files as files_fmt
-from tinykit.tokenizer.source import (
-    Source,
-    config_token_ids,
+from tinykit.tokenizer import sp_model
+from tinykit.tokenizer.family import family_for
+from tinykit.tokenizer.parts import (
+    Parts,
+    config_with_defaults,
     essential_tokens,
-    has_tokenizer_files,
-    read_source,
+    model_token_ids,
+    read_json,
 )
+from tinykit.tokenizer.source import Source, has_tokenizer_files, read_source
 
 __all__ = [
     "TinyTokenizer",
     "TokenizerResult",
     "has_tokenizer_files",
     "make_tiny_tokenizer",
+    "replace_chat_template",
     "shrink_tokenizer",
+    "write_tokenizer",
 ]
 
 RECORD = "tinykit-tokenizer.json"  # what was shrunk and how, written beside the tokenizer files
@@ -52,6 +57,7 @@ _STALE_CONFIG_KEYS = {
     "vocab_size",
 }
 _COPIED = ("chat_template.jinja", "chat_template.json", "special_tokens_map.json")
+TEMPLATE_FILES = ("chat_template.json", "chat_template.jinja")
 
 
 @dataclass(frozen=True)
@@ -74,12 +80,16 @@ def shrink_tokenizer(
     model_type: str | None = None,
     method: str = "auto",
     exact: bool = False,
+    parts: Parts | None = None,
 ) -> TinyTokenizer:
     """Write a tiny tokenizer (≤ `vocab` ids; exactly `vocab` with `exact`) for `src` (or a bare
     `model_type`) into `out`.
 
     `method` is auto (edit the JSON; train when there is nothing to edit) or retrain. `exact`
     pads a smaller result with unused special tokens `<|tinykit_pad_N|>` up to `vocab` ids.
+    `parts` composes it (another source's tokens, a template, tokens and roles to add) and
+    names the model config's special ids, which the result keeps (`id_map`); without it, the
+    config.json beside `src` names them.
     Raises TinyArtifactInvalid if the result fails check_tokenizer.
     """
     if vocab < 16:
@@ -92,18 +102,24 @@ def shrink_tokenizer(
             f"method {method!r} is unknown. Expected 'auto' or 'retrain'. "
             "Pass method='auto' unless editing fails."
         )
-    source = read_source(src, vocab, model_type, method)
+    if parts is None:  # called on a folder alone: its own config.json names the model
+        config = read_json(Path(src) / "config.json") if src is not None else {}
+        model_type = model_type or config.get("model_type")
+        parts = model_parts(config, None if src is None else Path(src), model_type)
+    source = read_source(src, vocab, model_type, method, parts)
     tj, dropped = source.tj, list[str]()
     old_to_new: dict[int, int] = {}
+    config_ids = {i for _, i in parts.config_ids}
     if source.method == "edit":
         vocab_before = tjson.model_vocab(tj)
-        by_id = {
-            i: vocab_before[i] for i in config_token_ids(source.folder) if i < len(vocab_before)
-        }
+        by_id = {i: vocab_before[i] for i in config_ids if i < len(vocab_before)}
         by_id.update({a["id"]: a["content"] for a in tj.get("added_tokens", [])})
-        essential = essential_tokens(
-            source.folder, source.config, tj.get("added_tokens", []), by_id
-        )
+        added = tj.get("added_tokens", [])
+        essential = essential_tokens(source.extras, source.config, added, by_id, parts)
+        # the source's special tokens (Llama 3's 256-token block) all stay while they fit
+        specials = {a["content"] for a in added if a.get("special")}
+        if len(essential | specials) <= vocab // 2:
+            essential |= specials
         tj, old_to_new, dropped = tjson.shrink_json(tj, vocab, essential)
     else:
         tj = tjson.drop_precompiled_normalizer(source.tj)
@@ -114,12 +130,10 @@ def shrink_tokenizer(
     if exact:
         tj = tjson.pad_added_tokens(tj, vocab)
     out = Path(out)
-    written = _write(out, source, tj)
+    written = _write(out, source, tj, parts)
     new_ids = {a["content"]: a["id"] for a in tj.get("added_tokens", [])}
     if source.method == "edit":
-        wanted = {a["id"] for a in source.tj.get("added_tokens", [])} | config_token_ids(
-            source.folder
-        )
+        wanted = {a["id"] for a in source.tj.get("added_tokens", [])} | config_ids
         id_map = {old: new for old, new in old_to_new.items() if old in wanted}
     else:
         id_map = {old: new_ids[c] for c, old in source.old_ids.items() if c in new_ids}
@@ -148,6 +162,16 @@ def shrink_tokenizer(
     return result
 
 
+def write_tokenizer(src: Path, out: Path, *, parts: Parts, model_type: str | None = None) -> int:
+    """Write the whole tokenizer of `src` (every id kept) composed with `parts` into `out`:
+    tokenizer.json and tokenizer_config.json for a layout transformers cannot load as it is (a
+    tiktoken rank file alone) or a composition. Returns its length; raises TinyArtifactInvalid
+    when the result fails check_tokenizer."""
+    source = read_source(src, 10**7, model_type, "auto", parts)  # a limit above any real vocab
+    _write(out, source, source.tj, parts)
+    return _check(out)["vocab_size"]
+
+
 def _check(out: Path) -> dict:
     from tinykit.tokenizer.check import check_tokenizer
 
@@ -161,7 +185,7 @@ def _check(out: Path) -> dict:
     return report
 
 
-def _write(out: Path, source: Source, tj: dict) -> tuple[str, ...]:
+def _write(out: Path, source: Source, tj: dict, parts: Parts) -> tuple[str, ...]:
     from tokenizers import Tokenizer
 
     out.mkdir(parents=True, exist_ok=True)
@@ -180,21 +204,48 @@ def _write(out: Path, source: Source, tj: dict) -> tuple[str, ...]:
         json.dumps(config, indent=2, sort_keys=True, ensure_ascii=False) + "\n", "utf-8"
     )
     written = ["tokenizer.json", "tokenizer_config.json"]
-    if source.folder is not None:
+    if source.extras is not None:
         for name in _COPIED:
-            if (source.folder / name).is_file():
-                shutil.copyfile(source.folder / name, out / name)
+            if (source.extras / name).is_file():
+                shutil.copyfile(source.extras / name, out / name)
                 written.append(name)
+    if parts.template is not None:
+        replace_chat_template(out, parts.template)
+        written = [n for n in written if n not in TEMPLATE_FILES] + ["chat_template.jinja"]
     vocab = tjson.model_vocab(tj)
     if source.method == "edit" and source.sentencepiece and source.folder is not None:
         target = out / source.sentencepiece
-        if files_fmt.shrink_sentencepiece(source.folder / source.sentencepiece, target, vocab):
+        if sp_model.shrink_sentencepiece(source.folder / source.sentencepiece, target, vocab):
             written.append(source.sentencepiece)
     if source.method == "edit" and source.tiktoken:
         special = {a["content"] for a in tj.get("added_tokens", [])}
         files_fmt.write_tiktoken(out / source.tiktoken, vocab, special)
         written.append(source.tiktoken)
     return tuple(sorted(written))
+
+
+def replace_chat_template(folder: Path, template: Path) -> str:
+    """Make `template`'s text the only chat template of the tokenizer in `folder`; return its
+    sha256."""
+    from tinykit._files import sha256_file
+
+    try:
+        text = Path(template).read_text("utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(
+            f"--chat-template {template} cannot be read: {e}. Pass a UTF-8 Jinja file."
+        ) from e
+    if not text.strip():
+        raise UsageError(f"--chat-template {template} is empty. Pass a Jinja chat template file.")
+    config_path = folder / "tokenizer_config.json"
+    config = json.loads(config_path.read_text("utf-8")) if config_path.is_file() else {}
+    if "chat_template" in config:  # transformers would read it beside the .jinja file
+        del config["chat_template"]
+        config_path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", "utf-8")
+    for name in TEMPLATE_FILES:
+        (folder / name).unlink(missing_ok=True)
+    (folder / "chat_template.jinja").write_text(text, "utf-8")
+    return sha256_file(Path(template))
 
 
 def tokenizer_folder(folder: Path | None) -> Path | None:
@@ -205,6 +256,27 @@ def tokenizer_folder(folder: Path | None) -> Path | None:
     ):
         return folder
     return None
+
+
+def model_parts(
+    config: dict[str, Any],
+    folder: Path | None,
+    model_type: str | None,
+    recipes: tuple[str, ...] = (),
+    **parts: Any,
+) -> Parts:
+    """The Parts a model's tokenizer keeps: the special ids its config and generation config
+    name, its vocab size, and its family's tokens (plus any other `parts` fields)."""
+    generation = read_json(folder / "generation_config.json") if folder is not None else {}
+    config = config_with_defaults(config)
+    text = config.get("text_config")
+    vocab = config.get("vocab_size") or (text.get("vocab_size") if isinstance(text, dict) else None)
+    return Parts(
+        config_ids=model_token_ids(config, generation),
+        model_vocab=vocab if isinstance(vocab, int) else None,
+        family=family_for(model_type, recipes),
+        **parts,
+    )
 
 
 @dataclass(frozen=True)
@@ -265,14 +337,25 @@ def make_tiny_tokenizer(
         check_target(output_path(out, ""), force)
     src: Path | None
     if Path(source).is_dir():  # a tokenizer folder needs no config.json
-        src, model_type, name, revision = Path(source), None, Path(source).resolve().name, None
+        name, revision = Path(source).resolve().name, None
+        config = read_json(Path(source) / "config.json")
+        src, model_type = tokenizer_folder(Path(source)), config.get("model_type")
+        if src is None and model_type is None:
+            raise UsageError(
+                f"{source} has no tokenizer files and no config.json naming a model_type, so "
+                "there is nothing to shrink or train. Pass a folder with tokenizer.json or vocab "
+                "files, a Hub id, or a model_type."
+            )
     else:
         resolved = resolve(source)
         src, model_type = tokenizer_folder(resolved.folder), resolved.model_type
-        name, revision = resolved.short_name, resolved.revision
+        name, revision, config = resolved.short_name, resolved.revision, resolved.config
+    parts = model_parts(config, None if src is None else Path(src), model_type)
     target = output_path(out, Path.cwd() / f"tiny-{name}-tokenizer")
     with output_errors(target), replace_folder(target, force=force) as staging:
-        tiny = shrink_tokenizer(src, staging, vocab=vocab, model_type=model_type, method=method)
+        tiny = shrink_tokenizer(
+            src, staging, vocab=vocab, model_type=model_type, method=method, parts=parts
+        )
         result = TokenizerResult(
             path=target,
             source=name,

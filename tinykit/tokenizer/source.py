@@ -2,22 +2,36 @@
 
 Every layout becomes a tokenizer.json document: tokenizer.json as is; vocab.json + merges.txt,
 vocab.txt and SentencePiece `.model` files converted by transformers; a tiktoken rank file by
-tinykit.tokenizer.files; and a repo with only tokenizer_config.json by training a small
-tokenizer of the declared class. The special tokens to keep are gathered from tokenizer_config,
-special_tokens_map, the chat template, and config.json's token ids.
+tinykit.tokenizer.files (its special block named from the tokenizer config, the family's
+recipe, or reserved names); and a repo with only tokenizer_config.json, or nothing at all, by
+training a small tokenizer of the declared (else the type's, the family's, a byte-level BPE)
+class. The parts (tinykit.tokenizer.parts) add another source's tokens and config, tokens and
+roles of their own, and a token for every special id the model config names.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
 from pathlib import Path
+from typing import Any
 
 from tinykit.errors import UnsupportedModelError, UsageError
 from tinykit.tokenizer import edit as tjson
 from tinykit.tokenizer import files as files_fmt
+from tinykit.tokenizer import sp_model
 from tinykit.tokenizer import train as train
+from tinykit.tokenizer.parts import (
+    Parts,
+    essential_tokens,
+    name_config_ids,
+    named_special_tokens,
+    read_json,
+    role_tokens,
+    token_text,
+)
 
 
 @dataclass
@@ -30,6 +44,12 @@ class Source:
     sentencepiece: str | None = None  # relative file name to mirror
     tiktoken: str | None = None
     old_ids: dict[str, int] = field(default_factory=dict)  # content -> source id, for id_map
+    tokens: Path | None = None  # where the tokenizer config and template came from
+
+    @property
+    def extras(self) -> Path | None:
+        """The folder whose template and special-tokens files ship beside the tokenizer."""
+        return self.tokens or self.folder
 
 
 def has_tokenizer_files(folder: Path) -> bool:
@@ -40,81 +60,27 @@ def has_tokenizer_files(folder: Path) -> bool:
     if (folder / "vocab.json").is_file() and (folder / "merges.txt").is_file():
         return True
     return any(
-        (folder / n).is_file() for n in (*files_fmt.SENTENCEPIECE_NAMES, *files_fmt.TIKTOKEN_NAMES)
+        (folder / n).is_file() for n in (*sp_model.SENTENCEPIECE_NAMES, *files_fmt.TIKTOKEN_NAMES)
     )
 
 
-def _read_json(path: Path) -> dict:
-    return json.loads(path.read_text("utf-8")) if path.is_file() else {}
+def tokenizer_config(folder: Path) -> dict:
+    """special_tokens_map.json under tokenizer_config.json: the source's tokenizer config."""
+    return {
+        **read_json(folder / "special_tokens_map.json"),
+        **read_json(folder / "tokenizer_config.json"),
+    }
 
 
-def _token_text(value) -> str | None:
-    if isinstance(value, dict):
-        return value.get("content")
-    return value if isinstance(value, str) else None
-
-
-def _named_special_tokens(config: dict) -> set[str]:
-    """Special tokens a tokenizer_config.json / special_tokens_map.json names."""
-    named: set[str | None] = set()
-    for key, value in config.items():
-        if key.endswith("_token"):
-            named.add(_token_text(value))
-        elif key in ("additional_special_tokens", "extra_special_tokens"):
-            values = value.values() if isinstance(value, dict) else value or []
-            named.update(_token_text(v) for v in values)
-    return {t for t in named if t is not None}
-
-
-def chat_templates(folder: Path | None, config: dict) -> str:
-    """All chat-template text of the source, concatenated (to find the tokens it uses)."""
-    texts = []
-    tpl = config.get("chat_template")
-    if isinstance(tpl, list):
-        texts += [t.get("template", "") for t in tpl]
-    elif isinstance(tpl, str):
-        texts.append(tpl)
-    if folder is not None:
-        if (folder / "chat_template.jinja").is_file():
-            texts.append((folder / "chat_template.jinja").read_text("utf-8"))
-        texts.append(str(_read_json(folder / "chat_template.json").get("chat_template", "")))
-    return "\n".join(texts)
-
-
-def config_token_ids(folder: Path | None) -> set[int]:
-    """Ids that config.json / generation_config.json name (bos/eos/pad/image/... token ids)."""
-    found: set[int] = set()
-
-    def walk(node) -> None:
-        if isinstance(node, dict):
-            for key, value in node.items():
-                if key.endswith(("_token_id", "_token_ids", "_token_index")):
-                    values = value if isinstance(value, list) else [value]
-                    found.update(v for v in values if isinstance(v, int))
-                else:
-                    walk(value)
-
-    if folder is not None:
-        for name in ("config.json", "generation_config.json"):
-            walk(_read_json(folder / name))
-    return found
-
-
-def _config_special_ids(folder: Path, config: dict) -> dict[str, int]:
-    """token -> source id for the specials config.json names by id (bos_token_id -> bos_token)."""
+def _config_special_ids(config: dict, parts: Parts) -> dict[str, int]:
+    """token -> source id for the specials the model config names by id (bos_token_id -> the
+    tokenizer config's bos_token)."""
     ids: dict[str, int] = {}
-
-    def walk(node: dict) -> None:
-        for key, value in node.items():
-            if isinstance(value, dict):
-                walk(value)  # text_config of multimodal models
-            elif key.endswith("_token_id") and isinstance(value, int):
-                token = _token_text(config.get(key.removesuffix("_id")))
-                if token:
-                    ids.setdefault(token, value)
-
-    for name in ("config.json", "generation_config.json"):
-        walk(_read_json(folder / name))
+    for key, value in parts.config_ids:
+        if key.endswith("_token_id"):
+            token = token_text(config.get(key.removesuffix("_id")))
+            if token:
+                ids.setdefault(token, value)
     return ids
 
 
@@ -123,7 +89,7 @@ def _config_added_tokens(folder: Path | None, config: dict) -> list[dict]:
     entries = [{**v, "id": int(k)} for k, v in config.get("added_tokens_decoder", {}).items()]
     if folder is not None:
         known = {e["content"] for e in entries}
-        for content, idx in _read_json(folder / "added_tokens.json").items():
+        for content, idx in read_json(folder / "added_tokens.json").items():
             if content not in known:
                 entries.append({"content": content, "id": idx, "special": True})
     return sorted(entries, key=lambda e: e["id"])
@@ -152,35 +118,9 @@ def _is_tiktoken(path: Path) -> bool:
     return path.is_file() and files_fmt.read_tiktoken(path) is not None
 
 
-def _class_name(folder: Path | None, config: dict, fallback: str) -> str:
-    if config.get("tokenizer_class"):
-        return config["tokenizer_class"]
-    model_type = _read_json(folder / "config.json").get("model_type") if folder else None
-    if model_type:
-        try:
-            return train.class_for_model_type(model_type)
-        except UnsupportedModelError:
-            pass
-    return fallback
-
-
-def _load_with_transformers(folder: Path, config: dict, fallback: str):
-    """Load vocab.json+merges.txt, vocab.txt or SentencePiece sources (transformers converts)."""
-    cls = train.tokenizer_class(_class_name(folder, config, fallback))
-    tok = cls.from_pretrained(folder)
-    if len(tok) <= len(tok.all_special_tokens) + 3:
-        # transformers 5 silently builds an empty tokenizer when it finds no usable file
-        raise UsageError(
-            f"{folder}: {cls.__name__} loaded only {len(tok)} tokens from the vocab files. "
-            "The files are not in the layout this class reads. "
-            "Add a tokenizer.json, or a tokenizer_config.json naming the right tokenizer_class."
-        )
-    return tok
-
-
 @dataclass
 class _Folder:
-    """What every layout reader needs: the folder, its tokenizer config, the ids to keep."""
+    """What every layout reader needs: the folders, the tokenizer config, the ids to keep."""
 
     path: Path
     config: dict
@@ -189,70 +129,93 @@ class _Folder:
     sentencepiece: str | None  # the SentencePiece model file that parses, if any
     vocab: int
     method: str
+    parts: Parts
+    model_type: str | None
+    tokens: Path | None  # the tokens part's folder, when it is not `path`
+
+    def class_name(self, fallback: str) -> str:
+        """The declared tokenizer class when transformers knows it (a transformers-4 name
+        too), else the model type's own, else the family's, else `fallback`."""
+        declared = self.config.get("tokenizer_class")
+        if declared and train.known_class(declared):
+            return declared
+        return train.type_class(self.model_type) or self.parts.family.tokenizer_class or fallback
+
+    def source(
+        self, tj: dict, cls: str, method: str = "edit", *, config: dict | None = None, **kw: Any
+    ) -> Source:
+        """A Source read from this folder (its tokenizer config unless `config` replaces it)."""
+        config = self.config if config is None else config
+        return Source(self.path, tj, config, cls, method, tokens=self.tokens, **kw)
 
 
-def read_source(src: Path | None, vocab: int, model_type: str | None, method: str) -> Source:
-    """The source's tokenizer as one JSON document: each layout reader is tried in order."""
-    if src is None:
-        return _from_scratch(model_type, vocab)
-    folder = _open(Path(src), vocab, method)
-    for reader in _READERS:
-        found = reader(folder)
+def read_source(
+    src: Path | None, vocab: int, model_type: str | None, method: str, parts: Parts | None = None
+) -> Source:
+    """The source's tokenizer as one JSON document, with the parts applied: each layout reader
+    is tried in order; without a folder one is trained for `model_type`."""
+    parts = parts or Parts()
+    if src is None and parts.tokens is not None:  # no vocabulary: train one, with these tokens
+        found = _from_config_only(_open(parts.tokens, vocab, method, parts, model_type))
         if found is not None:
-            return found
-    raise UsageError(
-        f"{src} has no tokenizer files. Expected tokenizer.json, vocab.json + merges.txt, "
-        "vocab.txt, a SentencePiece .model, or tokenizer_config.json with tokenizer_class. "
-        "Pass the folder of a Hub repo that includes its tokenizer."
-    )
+            return _with_parts(found, parts)
+    if src is None:
+        return _with_parts(_from_scratch(model_type, vocab, parts), parts)
+    folder = _open(Path(src), vocab, method, parts, model_type)
+    found = next((s for reader in _READERS if (s := reader(folder)) is not None), None)
+    if found is None:
+        raise UsageError(
+            f"{src} has no tokenizer files. Expected tokenizer.json, vocab.json + merges.txt, "
+            "vocab.txt, a SentencePiece .model, or tokenizer_config.json. Pass the folder "
+            "of a Hub repo that includes its tokenizer, or --tokenizer SOURCE."
+        )
+    return _with_parts(found, parts)
 
 
-def _from_scratch(model_type: str | None, vocab: int) -> Source:
+def _from_scratch(model_type: str | None, vocab: int, parts: Parts) -> Source:
     if not model_type:
         raise UsageError(
             "shrink_tokenizer got neither a source folder nor a model_type. "
             "Without either there is nothing to shrink or train. "
             "Pass src=<folder with tokenizer files> or model_type='llama'."
         )
-    name = train.class_for_model_type(model_type)
-    return Source(None, train.train_json(name, vocab), {}, name, method="scratch")
+    trained = train.train_first(train.candidates(model_type, parts.family), vocab)
+    source = Source(None, trained.tj, {}, trained.tokenizer_class, method="scratch")
+    return _name_config_ids(source, parts, vocab, trained.roles)
 
 
-def _open(src: Path, vocab: int, method: str) -> _Folder:
-    if not src.is_dir():
-        raise UsageError(
-            f"tokenizer source {src} is not a folder. "
-            "shrink_tokenizer reads a folder laid out as on the Hub. "
-            "Pass the folder that holds tokenizer.json / vocab files."
-        )
-    config = {
-        **_read_json(src / "special_tokens_map.json"),
-        **_read_json(src / "tokenizer_config.json"),
-    }
+def _open(src: Path, vocab: int, method: str, parts: Parts, model_type: str | None) -> _Folder:
+    for folder in (src, parts.tokens):
+        if folder is not None and not folder.is_dir():
+            raise UsageError(
+                f"tokenizer source {folder} is not a folder. "
+                "A tokenizer is read from a folder laid out as on the Hub. "
+                "Pass the folder that holds tokenizer.json / vocab files."
+            )
+    tokens = parts.tokens if parts.tokens is not None and parts.tokens != src else None
+    config = tokenizer_config(tokens or src)
     if "auto_map" in config:
         raise UnsupportedModelError(
-            f"{src}: the tokenizer needs remote code ({config['auto_map']}). "
+            f"{tokens or src}: the tokenizer needs remote code ({config['auto_map']}). "
             "tinykit never runs a repo's own Python code. "
-            "Use a model whose tokenizer is built into transformers."
+            "Pass --tokenizer SOURCE with a tokenizer transformers builds itself."
         )
-    declared = _config_added_tokens(src, config)
-    old_ids = {**_config_special_ids(src, config), **{e["content"]: e["id"] for e in declared}}
+    declared = _config_added_tokens(tokens or src, config)
+    old_ids = {**_config_special_ids(config, parts), **{e["content"]: e["id"] for e in declared}}
     sp = next(
-        (n for n in files_fmt.SENTENCEPIECE_NAMES if files_fmt.read_sentencepiece(src / n)), None
+        (n for n in sp_model.SENTENCEPIECE_NAMES if sp_model.read_sentencepiece(src / n)), None
     )
-    return _Folder(src, config, declared, old_ids, sp, vocab, method)
+    return _Folder(src, config, declared, old_ids, sp, vocab, method, parts, model_type, tokens)
 
 
 def _from_retrain(f: _Folder) -> Source | None:
     """method="retrain": the source's own pipeline, retrained small on its decoded vocab."""
     if f.method != "retrain" or not has_tokenizer_files(f.path):
         return None
-    tok = load_source_tokenizer(f.path, f.config)
-    return Source(
-        f.path,
+    tok = load_source_tokenizer(f)
+    return f.source(
         train.retrain_json(tok, f.vocab),
-        f.config,
-        _class_name(f.path, f.config, type(tok).__name__),
+        f.class_name(type(tok).__name__),
         "retrain",
         old_ids={**f.old_ids, **{a.content: i for i, a in tok.added_tokens_decoder.items()}},
     )
@@ -273,11 +236,9 @@ def _from_tokenizer_json(f: _Folder) -> Source | None:
         ) from e
     # Llama-3 repos ship original/tokenizer.model (tiktoken) next to tokenizer.json
     tiktoken = next((n for n in files_fmt.TIKTOKEN_NAMES if _is_tiktoken(f.path / n)), None)
-    return Source(
-        f.path,
+    return f.source(
         _merge_added(tj, f.declared),
-        f.config,
-        _class_name(f.path, f.config, "PreTrainedTokenizerFast"),
+        f.class_name("PreTrainedTokenizerFast"),
         sentencepiece=f.sentencepiece,
         tiktoken=tiktoken if tjson.tokenizer_kind(tj) == tjson.BYTE_LEVEL_BPE else None,
         old_ids=f.old_ids,
@@ -289,12 +250,10 @@ def _from_vocab_files(f: _Folder) -> Source | None:
     fallback = _fallback_class(f.path, f.sentencepiece)
     if fallback is None:
         return None
-    tok = _load_with_transformers(f.path, f.config, fallback)
-    return Source(
-        f.path,
-        json.loads(tok.backend_tokenizer.to_str()),
-        f.config,
-        _class_name(f.path, f.config, type(tok).__name__),
+    tok = _load_with_transformers(f, fallback)
+    return f.source(
+        _merge_added(json.loads(tok.backend_tokenizer.to_str()), f.declared),
+        f.class_name(type(tok).__name__),
         sentencepiece=f.sentencepiece,
         old_ids={**f.old_ids, **{a.content: i for i, a in tok.added_tokens_decoder.items()}},
     )
@@ -311,38 +270,63 @@ def _fallback_class(folder: Path, sentencepiece: str | None) -> str | None:
     return None
 
 
+def _load_with_transformers(f: _Folder, fallback: str):
+    """Load vocab.json+merges.txt, vocab.txt or SentencePiece sources (transformers converts)."""
+    # The vocab files decide the class here: a tokens part's class may read other files.
+    cls = train.tokenizer_class(f.class_name(fallback) if f.tokens is None else fallback)
+    tok = cls.from_pretrained(f.path)
+    if len(tok) <= len(tok.all_special_tokens) + 3:
+        # transformers 5 silently builds an empty tokenizer when it finds no usable file
+        raise UsageError(
+            f"{f.path}: {cls.__name__} loaded only {len(tok)} tokens from the vocab files. "
+            "The files are not in the layout this class reads. "
+            "Add a tokenizer.json, or a tokenizer_config.json naming the right tokenizer_class."
+        )
+    return tok
+
+
 def _from_tiktoken(f: _Folder) -> Source | None:
     for name in files_fmt.TIKTOKEN_NAMES:
         ranks = files_fmt.read_tiktoken(f.path / name) if (f.path / name).is_file() else None
         if ranks:
             tj = files_fmt.tiktoken_to_json(ranks, f.vocab)
-            tj = _merge_added(tj, [e for e in f.declared if e["id"] >= len(ranks)])
-            cls = _class_name(f.path, f.config, "PreTrainedTokenizerFast")
-            return Source(f.path, tj, f.config, cls, tiktoken=name, old_ids=f.old_ids)
+            declared = [e for e in f.declared if e["id"] >= len(ranks)]
+            if not declared:  # the block the model's vocab holds after the ranks, named
+                size = (f.parts.model_vocab or len(ranks)) - len(ranks)
+                names = f.parts.family.block_names(max(size, 0))
+                declared = [{"content": t, "id": len(ranks) + i} for i, t in enumerate(names)]
+            old_ids = {**f.old_ids, **{e["content"]: e["id"] for e in declared}}
+            by_id = {e["id"]: e["content"] for e in declared}
+            config = {**role_tokens(f.parts.config_ids, by_id), **f.config}
+            tj = _merge_added(tj, declared)
+            if config.get("bos_token"):  # transformers' Llama-3 conversion adds bos, as Meta's
+                tj = files_fmt.with_specials(tj, token_text(config["bos_token"]))
+            cls = f.class_name("PreTrainedTokenizerFast")
+            return f.source(tj, cls, config=config, tiktoken=name, old_ids=old_ids)
     return None
 
 
 def _from_config_only(f: _Folder) -> Source | None:
     """Only tokenizer_config.json (the vocab is LFS-only or elsewhere): train a tokenizer of the
-    declared class, keeping its special tokens and chat template."""
+    declared class (else the type's, the family's, a byte-level BPE), keeping its special
+    tokens and chat template."""
     if not f.config:
         return None
-    cls = _class_name(f.path, f.config, "")
-    if not cls:
-        raise UsageError(
-            f"{f.path}/tokenizer_config.json names no tokenizer_class and there is no config.json "
-            "model_type, so the tokenizer class is unknown. "
-            "Add tokenizer_class to tokenizer_config.json, or pass model_type=..."
-        )
-    essential = essential_tokens(f.path, f.config, f.declared, {})
+    essential = essential_tokens(f.tokens or f.path, f.config, f.declared, {}, f.parts)
     entries = [e for e in f.declared if e["content"] in essential]
     entries += [
         {"content": t, "special": True} for t in sorted(essential - {e["content"] for e in entries})
     ]
-    tj = train.train_json(cls, f.vocab - len(entries))
-    return Source(
-        f.path, train.append_added_tokens(tj, entries), f.config, cls, "scratch", old_ids=f.old_ids
-    )
+    declared = f.config.get("tokenizer_class")
+    names = [declared] if declared and train.known_class(declared) else []
+    try:
+        names += train.candidates(f.model_type, f.parts.family)
+    except UnsupportedModelError:  # a remote-code or text-less type: the generic fallbacks
+        names += train.candidates(None, f.parts.family)
+    trained = train.train_first(names, f.vocab - len(entries))
+    tj = train.append_added_tokens(trained.tj, entries)
+    source = f.source(tj, trained.tokenizer_class, "scratch", old_ids=f.old_ids)
+    return _name_config_ids(source, f.parts, f.vocab, trained.roles)
 
 
 # The layouts, in the order they are tried: the first reader that recognises the folder wins.
@@ -355,21 +339,51 @@ _READERS = (
 )
 
 
-def load_source_tokenizer(src: Path, config: dict):
-    if (src / "tokenizer.json").is_file():
-        cls = train.tokenizer_class(_class_name(src, config, "PreTrainedTokenizerFast"))
-        return cls.from_pretrained(src)
-    return _load_with_transformers(src, config, "GPT2Tokenizer")
+def load_source_tokenizer(f: _Folder):
+    if (f.path / "tokenizer.json").is_file():
+        return train.tokenizer_class(f.class_name("PreTrainedTokenizerFast")).from_pretrained(
+            f.path
+        )
+    return _load_with_transformers(f, "GPT2Tokenizer")
 
 
-def essential_tokens(
-    folder: Path | None, config: dict, added: list[dict], by_id: dict[int, str]
-) -> set[str]:
-    """Added tokens that must survive: named specials, chat-template and config-referenced ones."""
-    essential = _named_special_tokens(config)
-    template = chat_templates(folder, config)
-    essential |= {a["content"] for a in added if a["content"] in template}
-    essential |= {by_id[i] for i in config_token_ids(folder) if i in by_id}
-    # T5-style sentinels: the tokenizer class re-creates all `extra_ids` of them on load anyway
-    essential |= {a["content"] for a in added if a["content"].startswith("<extra_id_")}
-    return essential
+def _name_config_ids(source: Source, parts: Parts, vocab: int, defaults: dict[str, str]) -> Source:
+    """A trained tokenizer gets a token for each special id the model config names (the
+    source's or family's token of that id, its class's token of that role, else a new one),
+    the family's tokens, and every role in its config: the class that loads it may not be the
+    class it was trained as (transformers loads some types with its generic backend)."""
+    family = parts.family
+    known = {**family.special, **family.added, **{i: t for t, i in source.old_ids.items()}}
+    roles = {r: token_text(source.config.get(f"{r}_token")) or t for r, t in defaults.items()}
+    names = name_config_ids(parts.config_ids, known, roles)
+    tokens = [*names.values(), *family.tokens()]
+    new = [{"content": t, "special": family.is_special(t)} for t in tokens]
+    tj = train.append_added_tokens(source.tj, new)
+    if tjson.vocab_size(tj) > vocab:  # make room: trim the trained vocab, keep every added token
+        tj, _, _ = tjson.shrink_json(tj, vocab, {a["content"] for a in tj["added_tokens"]})
+    config = {f"{r}_token": t for r, t in roles.items()}
+    config.update(role_tokens(parts.config_ids, names))
+    config.update(
+        {k: v for k, v in source.config.items() if token_text(v) is not None or k not in config}
+    )
+    old_ids = {t: i for i, t in {**family.special, **family.added}.items()}
+    old_ids.update({t: i for i, t in names.items()})
+    old_ids.update(source.old_ids)
+    return dataclasses.replace(source, tj=tj, config=config, old_ids=old_ids)
+
+
+def _with_parts(source: Source, parts: Parts) -> Source:
+    """The parts' own tokens and roles on top (added after every id, roles in the config), and
+    a tokens part's add_bos_token / add_eos_token in the post-processor (the vocabulary
+    source's may add what the tokens source's config says it does not: Phi-3 on Llama-2)."""
+    if parts.add_tokens or parts.special_tokens:
+        entries = [{"content": t, "special": False} for t in parts.add_tokens]
+        named = sorted(named_special_tokens(parts.special_tokens))
+        entries += [{"content": t, "special": True} for t in named]
+        source.tj = train.append_added_tokens(source.tj, entries)
+        source.config = {**source.config, **parts.special_tokens}
+    adds = {k: source.config.get(f"add_{k}_token") for k in ("bos", "eos")}
+    if source.tokens is not None and any(isinstance(v, bool) for v in adds.values()):
+        bos, eos = (token_text(source.config.get(f"{k}_token")) if adds[k] else None for k in adds)
+        source.tj = files_fmt.with_specials(source.tj, bos, eos)
+    return source

@@ -9,9 +9,12 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from tinykit.errors import UnsupportedModelError
-from tinykit.tokenizer.edit import BYTE_FALLBACK_PIECES, _remap_processor
+from tinykit.tokenizer.edit import BYTE_FALLBACK_PIECES, _remap_processor, tokenizer_kind
+from tinykit.tokenizer.family import Family
+from tinykit.tokenizer.parts import ROLES
 
 # A small fixed corpus: same input, same tokenizer, every run.
 CORPUS = (
@@ -30,9 +33,8 @@ CORPUS = (
     "".join(chr(c) for c in range(32, 127)),
 )
 
-# Model types whose AutoTokenizer entry is None, generic, or a class that cannot be trained from
-# nothing: train a Llama-style byte-fallback BPE, the most common layout for decoder-only models.
-_DEFAULT_CLASS = "LlamaTokenizer"
+# The last resort for a text model without a class of its own: a byte-level BPE reads any text.
+BYTE_LEVEL_CLASS = "GPT2Tokenizer"
 # Vocab files without tokenizer.json whose tokenizer_config.json names no class: the file that
 # marks the layout and the class that reads it, first match wins ("*.model" is any other
 # SentencePiece model file).
@@ -45,34 +47,67 @@ FALLBACK_CLASSES = (
 _GENERIC = {None, "TokenizersBackend", "PreTrainedTokenizerFast"}
 
 
-def class_for_model_type(model_type: str) -> str:
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+@dataclass(frozen=True)
+class Trained:
+    """A tokenizer trained from nothing: its JSON, the class it was trained as, and that
+    class's special token of each role ({"eos": "</s>"})."""
+
+    tj: dict
+    tokenizer_class: str
+    roles: dict[str, str]
+
+
+def type_class(model_type: str | None) -> str | None:
+    """The class transformers' auto table gives `model_type`; None where it names only the
+    generic backend (or nothing): the table does not know the family's layout."""
     from transformers.models.auto.tokenization_auto import TOKENIZER_MAPPING_NAMES
 
-    if model_type not in CONFIG_MAPPING_NAMES:
-        raise UnsupportedModelError(
-            f"model_type {model_type!r} is not known to transformers. "
-            "A tokenizer can only be trained for a registered architecture. "
-            "Check the spelling (e.g. 'llama', 'gpt2', 'bert', 't5')."
-        )
-    name = TOKENIZER_MAPPING_NAMES.get(model_type)
+    name = TOKENIZER_MAPPING_NAMES.get(model_type) if model_type else None
     if isinstance(name, (tuple, list)):
         name = next((n for n in name if n), None)
-    if name is not None and name not in _GENERIC and _trainable(name):
-        return name
-    text_tower = _text_tower_type(model_type)
-    if text_tower is not None:  # a composite without its own entry reads its text tower's ids
-        try:
-            return class_for_model_type(text_tower)
-        except UnsupportedModelError:  # a tower without an entry of its own either
-            return _DEFAULT_CLASS
-    if model_type in _text_model_types() or _is_text_tower(model_type) or _reads_text(model_type):
-        return _DEFAULT_CLASS
-    raise UnsupportedModelError(
-        f"model_type {model_type!r} takes no text input, so it has no tokenizer. "
-        "Only text, multimodal and speech-to-text architectures get a tiny tokenizer. "
-        "Skip the tokenizer for this model (has_tokenizer_files() is False)."
-    )
+    return None if name in _GENERIC else name
+
+
+def class_for_model_type(model_type: str | None, family: Family | None = None) -> str:
+    """The class a tokenizer is trained as for `model_type` (the first of `candidates`)."""
+    return candidates(model_type, family)[0]
+
+
+def candidates(model_type: str | None, family: Family | None = None) -> list[str]:
+    """Classes to train for `model_type`, best first: the type's own class (transformers' auto
+    tables), its text tower's, the family's (its recipe), then a byte-level BPE.
+
+    Raises UnsupportedModelError for a type transformers lacks or one that reads no text."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    family = family or Family()
+    found: list[str] = []
+    if model_type is not None:
+        if model_type not in CONFIG_MAPPING_NAMES:
+            raise UnsupportedModelError(
+                f"model_type {model_type!r} is not known to transformers. "
+                "A tokenizer can only be trained for a registered architecture. "
+                "Check the spelling (e.g. 'llama', 'gpt2', 'bert', 't5')."
+            )
+        own = type_class(model_type)
+        # a composite without its own entry reads its text tower's ids
+        tower = None if own else _text_tower_type(model_type)
+        found += [c for c in (own, type_class(tower)) if c and _trainable(c)]
+        text = (
+            found
+            or tower is not None
+            or model_type in _text_model_types()
+            or _is_text_tower(model_type)
+            or _reads_text(model_type)
+        )
+        if not text:
+            raise UnsupportedModelError(
+                f"model_type {model_type!r} takes no text input, so it has no tokenizer. "
+                "Only text, multimodal and speech-to-text architectures get a tiny tokenizer. "
+                "Skip the tokenizer for this model (has_tokenizer_files() is False)."
+            )
+    found += [c for c in (family.tokenizer_class, BYTE_LEVEL_CLASS) if c]
+    return list(dict.fromkeys(found))
 
 
 def _trainable(name: str) -> bool:
@@ -156,26 +191,69 @@ def _text_model_types() -> set[str]:
 
 
 def tokenizer_class(name: str):
-    """The transformers class called `name` (`...Fast` names fall back to the base name)."""
+    """The transformers class called `name`, resolved as AutoTokenizer resolves it: transformers-4
+    names map to their transformers-5 classes (BloomTokenizerFast, ElectraTokenizerFast, ...)."""
     import transformers
+    from transformers.models.auto.tokenization_auto import tokenizer_class_from_name
 
     if name in _GENERIC:
         return transformers.GPT2Tokenizer  # a generic fast tokenizer: train a byte-level BPE
-    for candidate in (name, name.removesuffix("Fast")):
-        cls = getattr(transformers, candidate, None)
-        if cls is not None and candidate not in _GENERIC:
-            return cls
+    cls = tokenizer_class_from_name(name)
+    if cls is not None and cls.__name__ in _GENERIC:
+        return transformers.GPT2Tokenizer  # a retired name of the generic backend (Bloom's)
+    if cls is not None and not getattr(cls, "__name__", "").startswith("Dummy"):
+        return cls
     raise UnsupportedModelError(
         f"tokenizer class {name!r} is not in transformers {transformers.__version__}. "
-        "tinykit cannot train a tokenizer of an unknown (or remote-code) class. "
-        "Add the tokenizer files (tokenizer.json) to the source folder."
+        "tinykit reads only classes transformers builds itself (no remote code). "
+        "Pass --tokenizer SOURCE with tokenizer files, or name a transformers class."
     )
 
 
-def train_json(class_name: str, vocab: int, extra_corpus: Sequence[str] = ()) -> dict:
-    """A tokenizer.json trained from scratch for `class_name`, at most `vocab` ids."""
+def known_class(name: str) -> bool:
+    """Whether transformers resolves tokenizer class `name` (a remote-code or made-up name: no)."""
+    try:
+        tokenizer_class(name)
+    except UnsupportedModelError:
+        return False
+    return True
+
+
+def train_first(names: Sequence[str], vocab: int) -> Trained:
+    """A tokenizer trained as the first class of `names` that trains from nothing and encodes
+    text losslessly where its kind promises to (a class that needs vocabulary files, an extra
+    package, or adds a space on decode falls through to the next)."""
+    failures = []
+    for name in names:
+        try:
+            return train_json(name, vocab)
+        except Exception as e:  # a class that cannot be trained here: try the next one
+            failures.append(f"{name}: {type(e).__name__}")
+    raise UnsupportedModelError(
+        f"no tokenizer class trains here ({'; '.join(failures)}). "
+        "Pass --tokenizer SOURCE with tokenizer files."
+    )
+
+
+def train_json(class_name: str, vocab: int) -> Trained:
+    """A tokenizer trained from scratch as `class_name`, at most `vocab` ids; raises where its
+    decode does not give back the probe text its kind promises to keep."""
+    from tokenizers import Tokenizer
+
+    from tinykit.tokenizer.check import LOSSLESS_KINDS, PROBE, expected_round_trip
+
     tok = tokenizer_class(class_name)()
-    return _train(tok, vocab, extra_corpus)
+    tj = _train(tok, vocab, ())
+    kind = tokenizer_kind(tj)
+    if kind in LOSSLESS_KINDS and not tj["model"].get("end_of_word_suffix"):
+        backend = Tokenizer.from_str(json.dumps(tj))
+        ids = backend.encode(PROBE, add_special_tokens=False).ids
+        back = backend.decode(ids, skip_special_tokens=True)
+        if back != expected_round_trip(tj, PROBE):
+            raise ValueError(f"{class_name} does not decode its encoding of the probe losslessly")
+    roles = {r: t for r in ROLES if isinstance(t := getattr(tok, f"{r}_token", None), str)}
+    name = class_name if class_name not in _GENERIC else type(tok).__name__
+    return Trained(tj, name, roles)
 
 
 def retrain_json(source_tokenizer, vocab: int) -> dict:

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from tinykit.frontend.processor_files import fit_audio_window
+from tinykit.frontend.processors import processors
 from tinykit.model.inputs.forward import Forward, is_int, keep_accepted, runs
-from tinykit.model.inputs.processors import processors
 
 SAMPLES = 16_000
 """Audio length of a waveform input: one second at 16 kHz, longer than any conv front end's field."""
@@ -28,6 +29,21 @@ def waveform_inputs(f: Forward) -> dict[str, Any]:
     import torch
 
     audio = torch.randn(f.batch, SAMPLES, generator=f.generator)
+    extracted = _waveform_extractor(f, audio)
+    if extracted is not None:
+        return extracted[1]
+    # no extractor: (batch, samples) as wav2vec2 reads it, or (batch, channels, samples) as codecs
+    channels: Any = getattr(f.config, "audio_channels", None)
+    mono = audio[:, None].expand(f.batch, channels if is_int(channels) else 1, SAMPLES)
+    layouts = [audio, mono] if "input_values" in f.params else [audio]
+    for waveform in layouts:
+        if runs(f.model, {"input_values": waveform.contiguous()}):
+            return {"input_values": waveform.contiguous()}
+    return {"input_values": audio}
+
+
+def _waveform_extractor(f: Forward, audio: Any) -> tuple[Any, dict[str, Any]] | None:
+    """The type's extractor that makes the forward's `input_values` of `audio`, and its output."""
     for processor in processors("audio", f.config.model_type, config=f.config):
         try:
             out = processor(
@@ -37,17 +53,23 @@ def waveform_inputs(f: Forward) -> dict[str, Any]:
             )
             inputs = keep_accepted(out, f.names)
             if "input_values" in inputs:
-                return inputs
+                return processor, inputs
         except Exception:  # the extractor wants another layout: the raw waveform instead
             pass
-    # no extractor: (batch, samples) as wav2vec2 reads it, or (batch, channels, samples) as codecs
-    channels: Any = getattr(f.config, "audio_channels", None)
-    mono = audio[:, None].expand(f.batch, channels if is_int(channels) else 1, SAMPLES)
-    layouts = [audio, mono] if "input_values" in f.params else [audio]
-    for waveform in layouts:
-        if runs(f.model, {"input_values": waveform.contiguous()}):
-            return {"input_values": waveform.contiguous()}
-    return {"input_values": audio}
+    return None
+
+
+def audio_extractor(f: Forward) -> tuple[Any, dict[str, Any]] | None:
+    """The feature extractor the input maker feeds a waveform or log-mel forward through, and
+    what it made of random audio; None where the type has none that fits. make-tiny ships it."""
+    import torch
+
+    if reads_waveform(f):
+        return _waveform_extractor(f, torch.randn(f.batch, SAMPLES, generator=f.generator))
+    if "input_features" not in f.params:
+        return None
+    node = _audio_node(f.config)
+    return _extracted_features(f, node, _bins(node), _frames(node))
 
 
 def waveform_and_features(f: Forward) -> dict[str, Any]:
@@ -135,14 +157,18 @@ def feature_inputs(f: Forward) -> dict[str, Any]:
     node = _audio_node(f.config)
     bins, frames = _bins(node), _frames(node)
     extracted = _extracted_features(f, node, bins, frames)
-    return extracted if extracted is not None else _random_features(f, bins, frames)
+    return extracted[1] if extracted is not None else _random_features(f, bins, frames)
 
 
-def _extracted_features(f: Forward, node: Any, bins: int, frames: int) -> dict[str, Any] | None:
-    """The extractor's features of random audio, cut or padded to `frames` in its own layout."""
+def _extracted_features(
+    f: Forward, node: Any, bins: int, frames: int
+) -> tuple[Any, dict[str, Any]] | None:
+    """The extractor, and its features of random audio cut or padded to `frames` in its own
+    layout."""
     import torch
 
-    for processor in processors("audio", f.config.model_type, {"feature_size": bins}, config=node):
+    for built in processors("audio", f.config.model_type, {"feature_size": bins}, config=node):
+        processor = _windowed(built, node)
         hop = getattr(processor, "hop_length", 160)
         audio = torch.randn(f.batch, frames * hop, generator=f.generator)
         try:
@@ -165,8 +191,19 @@ def _extracted_features(f: Forward, node: Any, bins: int, frames: int) -> dict[s
         mask = _feature_mask(f, frames)
         if "attention_mask" in out and "attention_mask" in f.params:  # every frame is real
             mask["attention_mask"] = torch.ones(f.batch, frames, dtype=torch.long)
-        return {"input_features": fitted, **mask}
+        return processor, {"input_features": fitted, **mask}
     return None
+
+
+def _windowed(processor: Any, node: Any) -> Any:
+    """A Whisper-style extractor rebuilt to pad every clip to the tiny encoder's window."""
+    data = processor.to_dict()
+    if not fit_audio_window(data, node):
+        return processor
+    try:
+        return type(processor).from_dict(data)
+    except Exception:  # an extractor that does not take its own settings back: as it was
+        return processor
 
 
 def _random_features(f: Forward, bins: int, frames: int) -> dict[str, Any]:

@@ -7,10 +7,10 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+from tinykit.frontend.processors import processors
 from tinykit.model.inputs.forward import Forward, is_int, keep_accepted, runs
 from tinykit.model.inputs.patches import grid_patch_inputs, native_patch_inputs, packed_patch_inputs
 from tinykit.model.inputs.placement import getter_params, image_features_getter
-from tinykit.model.inputs.processors import processors
 from tinykit.model.inputs.text import side_token_inputs
 
 
@@ -45,14 +45,43 @@ def reads_video(f: Forward) -> bool:
 
 
 def video_inputs(f: Forward) -> dict[str, Any]:
+    """Frames through the type's processor where one fits (VideoMAE's), else random."""
     import torch
 
+    processed = video_processor(f)
+    if processed:
+        return processed[1]
     key = "pixel_values" if "pixel_values" in f.params else "pixel_values_videos"
     size = image_side(f.vision) or 32
     frames = getattr(f.vision, "num_frames", None) or 4
     channels = getattr(f.vision, "num_channels", 3) or 3
     shape = (f.batch, frames, channels, size, size)
     return {key: torch.randn(*shape, generator=f.generator)}
+
+
+def video_processor(f: Forward) -> tuple[Any, dict[str, Any]] | None:
+    """The type's processor of videos (transformers lists VideoMAE's among the image
+    processors) at the first tiny geometry whose frames fit the tower: (batch, frames, channels,
+    side, side), as many frames as the tower reads. None when none does."""
+    import numpy as np
+    import torch
+
+    key = "pixel_values" if "pixel_values" in f.params else "pixel_values_videos"
+    size = image_side(f.vision) or 32
+    frames = getattr(f.vision, "num_frames", None) or 4
+    rng = np.random.default_rng(int(torch.randint(0, 2**31, (1,), generator=f.generator)))
+    videos = [
+        [rng.integers(0, 256, (size, size, 3), dtype=np.uint8) for _ in range(frames)]
+        for _ in range(f.batch)
+    ]
+    for processor in processors("image", f.config.model_type, *_geometries(f, size)):
+        try:
+            pixels = processor(videos, return_tensors="pt")["pixel_values"]
+        except Exception:  # this geometry (or a processor of single images) does not suit
+            continue
+        if tuple(pixels.shape[:2]) == (f.batch, frames) and pixels.shape[-1] == size:
+            return processor, {key: pixels}
+    return None
 
 
 def image_inputs(f: Forward) -> dict[str, Any]:
@@ -69,7 +98,8 @@ def image_inputs(f: Forward) -> dict[str, Any]:
 
 def _geometries(f: Forward, size: int) -> tuple[dict[str, Any], ...]:
     """The tiny tower's geometry in each way processors name it: a square side, a pixel budget
-    (patch-merging towers), a patch as a side pair (Fuyu's), or patch and merge sizes alone."""
+    (patch-merging towers), a patch as a side pair (Fuyu's), patch and merge sizes alone, a tile
+    side, or a shortest edge."""
     vision, config = f.vision, f.config
     square = {"height": size, "width": size}
     patch: Any = getattr(vision, "patch_size", None)
@@ -91,12 +121,22 @@ def _geometries(f: Forward, size: int) -> tuple[dict[str, Any], ...]:
         {"size": pixels_budget, "patch_size": patch, "merge_size": merge, **tiles},
         {"size": square, "patch_size": patch and {"height": patch, "width": patch}},
         {"patch_size": patch, "merge_size": merge, **tiles},
+        # processors that split images into tiles of a side of their own (Idefics3's)
+        {"size": {"longest_edge": size}, "max_image_size": {"longest_edge": size}},
+        # a shortest edge, then a centre crop (ConvNeXt's, which refuse a height and width)
+        {"size": {"shortest_edge": size}, "crop_size": square},
     )
 
 
 def _processed_images(f: Forward) -> dict[str, Any]:
-    """Random images through the first processor geometry whose pixels fit the tower; {} when
-    none does (or the tower does not read 3 channels)."""
+    found = image_processor(f)
+    return found[1] if found else {}
+
+
+def image_processor(f: Forward) -> tuple[Any, dict[str, Any]] | None:
+    """The type's image processor at the first tiny geometry whose pixels of random images fit
+    the tower, and what it made of them; None when none does (or the tower does not read 3
+    channels). The input maker feeds these pixels; make-tiny ships this processor."""
     import numpy as np
     import torch
 
@@ -118,8 +158,8 @@ def _processed_images(f: Forward) -> dict[str, Any]:
         if stacked and not runs(f.model, out):
             continue
         if pixels is not None and (pixels.dim() < 4 or pixels.shape[-1] == size):
-            return out
-    return {}
+            return processor, out
+    return None
 
 
 def _patchified(processor: Any, raw: Any) -> dict[str, Any]:

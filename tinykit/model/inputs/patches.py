@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from tinykit.frontend.processors import processors
 from tinykit.model.inputs.forward import Forward, is_int, keep_accepted, runs
 from tinykit.model.inputs.placement import getter_params, image_features_getter
-from tinykit.model.inputs.processors import processors
 
 GRID_INPUTS = ("grid_thw", "image_grid_thw", "image_grid_hw")
 """Forward arguments naming each image's (t, h, w) patch grid, beside its flattened patches

@@ -62,3 +62,27 @@ def _map(value: Any, mapping: dict[int, int]) -> Any:
     if isinstance(value, list):
         return [_map(v, mapping) for v in value]
     return mapping.get(value, value) if is_int(value) else value
+
+
+def named_id_map(tree: dict[str, Any], tiny: dict[str, int], vocab: int) -> dict[int, int]:
+    """Source id -> tiny id of each token `tiny` names that the config holds an id of
+    (`image_token` -> `image_token_id` or `image_token_index`, in any sub-config). The config's
+    other ids past `vocab` keep the places `remap_token_ids` gives them without these tokens."""
+    mapping: dict[int, int] = {}
+    high: set[int] = set()
+
+    def walk(node: dict[str, Any]) -> None:
+        for key, value in node.items():
+            if isinstance(value, dict):
+                walk(value)
+            elif isinstance(key, str) and is_int(value) and is_token_key(key):
+                name = key.removesuffix("_id").removesuffix("_index")
+                if name in tiny:
+                    mapping[value] = tiny[name]
+                elif value >= vocab:
+                    high.add(value)
+
+    walk(tree)
+    rest = sorted(high - set(mapping))
+    mapping.update({old: vocab - len(rest) + rank for rank, old in enumerate(rest)})
+    return mapping

@@ -1,12 +1,25 @@
-"""Processors of a model type from transformers' auto tables, built for a tiny geometry."""
+"""A model type's processors from transformers' auto tables: its sub-processors (image
+processor, video processor, feature extractor) built for a tiny geometry, its multimodal
+processor class, and that class assembled around a tokenizer."""
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Iterator
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeGuard
 
-from tinykit.model.inputs.forward import is_int
+PARTS = {
+    "image_processor": "image",
+    "video_processor": "video",
+    "feature_extractor": "audio",
+    "audio_processor": "audio",
+}
+"""A processor's sub-processors, by its constructor's argument, and the auto table of each."""
+
+
+def is_int(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def processors(
@@ -107,3 +120,60 @@ def _parent(model_type: str, table: Any) -> str | None:
         if any(getattr(c, "model_type", None) == model_type for c in subs.values()):
             return parent
     return None
+
+
+def processor_class(model_type: str) -> Any | None:
+    """The type's multimodal processor class (transformers' PROCESSOR_MAPPING_NAMES), None where
+    it has none or the class needs a backend missing here."""
+    import transformers
+    from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
+
+    name = PROCESSOR_MAPPING_NAMES.get(model_type)
+    try:
+        cls = getattr(transformers, name) if name else None
+        return cls if cls is not None and cls.get_attributes() else None
+    except (AttributeError, ImportError):  # a class of a backend not installed (torchvision)
+        return None
+
+
+def default_parts(cls: Any, model_type: str) -> dict[str, Any]:
+    """Each sub-processor of `cls` at its class defaults (enough to learn the processor's tokens)."""
+    parts = {}
+    for attribute in cls.get_attributes():
+        table = PARTS.get(attribute)
+        if table is not None:
+            parts[attribute] = next(processors(table, model_type), None)
+    return parts
+
+
+def assemble(cls: Any, tokenizer: Any, parts: dict[str, Any], settings: dict[str, Any]) -> Any:
+    """`cls` around `tokenizer` and `parts`; None when a part is missing or it does not build."""
+    attributes = cls.get_attributes()
+    given = {**parts, "tokenizer": tokenizer}
+    if any(given.get(a) is None for a in attributes):
+        return None
+    try:
+        return cls(**{a: given[a] for a in attributes}, **settings)
+    except Exception:  # a processor that rejects these settings or parts: the caller moves on
+        return None
+
+
+def placeholders(processor: Any) -> dict[str, str]:
+    """The processor's token strings by attribute (`image_token`, `boi_token`, ...)."""
+    return {
+        name: value
+        for name, value in sorted(vars(processor).items())
+        if name.endswith("_token") and isinstance(value, str) and value
+    }
+
+
+def load_tokenizer(folder: Path) -> Any | None:
+    """The tokenizer in `folder` as transformers loads it alone; None where it does not."""
+    from transformers import AutoTokenizer
+
+    if not (folder / "tokenizer_config.json").is_file():
+        return None
+    try:
+        return AutoTokenizer.from_pretrained(folder)
+    except Exception:  # a tokenizer transformers does not load alone: no processor around it
+        return None
