@@ -90,9 +90,13 @@ def test_a_rank_killed_at_step_3_resumes_after_one_elastic_restart(resume, tmp_p
         echo=False,
     )
     assert "tinykit: injected fault: rank 1 killed (SIGKILL) at step 3" in job.output
-    # node 0 lost a rank and counts one restart; node 1 restarted because node 0 did
+    # node 0 lost a rank and counts one restart. Node 1 restarts too: its agent counts one when
+    # its own ranks saw the broken collective first, none when it saw node 0 rejoin first (a race)
     assert job.rank_lines(1) == ["resumed at step 3 (restart 1)"]
-    assert job.rank_lines(2) == ["resumed at step 3 (restart 0)"]
+    assert job.rank_lines(2) in (
+        ["resumed at step 3 (restart 0)"],
+        ["resumed at step 3 (restart 1)"],
+    )
     assert job.returncodes == [0, 0] and tagged(job.tag) == []
     reference = train_in_one_process()
     final = torch.load(shared / "final.pt")

@@ -18,11 +18,13 @@ from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
+from tinykit.errors import HubNotFound, Refused
+from tinykit.hub.layout import URL_PREFIX
 from tinykit.hub.server import guard
-from tinykit.hub.server.guard import Refused, bad_request, field, parse_json
+from tinykit.hub.server.guard import bad_request, field, parse_json
 from tinykit.hub.server.log import RequestRecord
 from tinykit.hub.server.routes import Route, Target, find_route
-from tinykit.hub.server.store import URL_PREFIX, HubNotFound, Snapshot, is_lfs
+from tinykit.hub.server.store import Snapshot, is_lfs
 
 if TYPE_CHECKING:
     from tinykit.hub.server import HubServer

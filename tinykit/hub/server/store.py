@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from tinykit._files import atomic_write
-from tinykit.errors import HubNotFound
+from tinykit.errors import HubNotFound, Refused
 from tinykit.hub.layout import REVISIONS_DIR, URL_PREFIX, branches_folder, repo_folder
 from tinykit.hub.server import commit as commits
-from tinykit.hub.server.guard import Refused, bad_request, check_repo_id
+from tinykit.hub.server.guard import bad_request, check_repo_id
 
 # The Hub stores these as LFS objects (the default `.gitattributes` of a new Hub repo), and so
 # does every file of 10 MiB or more: they are served with X-Linked-Etag and a CDN redirect.
