@@ -95,6 +95,7 @@ def test_a_type_that_needs_a_missing_package_is_set_apart_naming_it(coverage_cla
     assert (row.ok, row.upstream, row.needs) == (False, False, "timm"), row.reason
     assert "timm" in row.reason
     assert missing_package("No module named 'natten.functional'") == "natten"
+    assert missing_package("scheduler requires `diffusers`. Install it with pip") == "diffusers"
     assert missing_package("shape mismatch: [4, 8] vs [4, 16]") == ""
 
 

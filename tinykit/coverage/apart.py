@@ -14,8 +14,9 @@ MISSING_PACKAGE = (
     re.compile(r"requires the (\w[\w.-]*) library but it was not found"),
     # a module imported by model code: "No module named 'natten'"
     re.compile(r"No module named '(\w+)"),
-    # "... requires torchaudio (not installed)", "needs torchaudio"
+    # "... requires torchaudio (not installed)"; "... scheduler requires `diffusers`. Install it"
     re.compile(r"(?:requires|needs) `?(\w[\w.-]*)`? \(not installed\)"),
+    re.compile(r"requires `(\w[\w.-]*)`\. Install it"),
 )
 """How a missing optional package is worded in the errors a type fails with."""
 
