@@ -184,6 +184,8 @@ def test_help_documents_the_exit_codes():
         ("2", "usage error"),
         ("3", "setup error"),
         ("70", "a tinykit bug"),
+        ("124", "ran past --timeout"),
+        ("128+N", "killed by signal N"),
         ("130", "interrupted"),
     ]:
         assert any(line.split()[:1] == [code] and meaning in line for line in codes.splitlines())

@@ -39,8 +39,8 @@ def test_replace_folder_accepts_missing_or_empty_and_needs_force_otherwise(tmp_p
     out.mkdir()  # empty: allowed
     with replace_folder(out) as staging:
         assert staging.parent == tmp_path and staging.name.startswith(".out.tmp-")
-        (staging / "a.txt").write_text("a")
-    assert os.listdir(out) == ["a.txt"]
+        (staging / "tinykit.json").write_text("a")  # a build's provenance: --force may replace it
+    assert os.listdir(out) == ["tinykit.json"]
     refused = pytest.raises(UsageError, match="already exists and is not empty. Pass --force")
     with refused, replace_folder(out):
         raise AssertionError("not reached: refused before any work")
@@ -49,14 +49,35 @@ def test_replace_folder_accepts_missing_or_empty_and_needs_force_otherwise(tmp_p
     assert os.listdir(out) == ["b.txt"] and os.listdir(tmp_path) == ["out"]
 
 
+def test_force_replaces_only_a_folder_a_build_wrote(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    mine = pytest.raises(UsageError, match="--force will not replace .* no tinykit.json")
+    with mine, replace_folder(out, force=True):
+        raise AssertionError("not reached")
+    (out / "tinykit.json").write_text("{}")  # a build's folder, but it holds an input now
+    an_input = pytest.raises(UsageError, match=r"holds .*notes.txt \(an input\)")
+    with an_input, replace_folder(out, force=True, keep=[out / "notes.txt"]):
+        raise AssertionError("not reached")
+    monkeypatch.chdir(out)
+    here = pytest.raises(UsageError, match=r"\(the current folder\)")
+    with here, replace_folder(out, force=True):
+        raise AssertionError("not reached")
+    monkeypatch.chdir(tmp_path)
+    with replace_folder(out, force=True, built=lambda folder: None) as staging:
+        (staging / "new.txt").write_text("new")
+    assert os.listdir(out) == ["new.txt"]
+
+
 def test_a_failed_write_leaves_the_old_folder_and_no_temp(tmp_path):
     out = tmp_path / "out"
     with replace_folder(out) as staging:
-        (staging / "a.txt").write_text("a")
+        (staging / "tinykit.json").write_text("a")
     with pytest.raises(RuntimeError, match="boom"), replace_folder(out, force=True) as staging:
         (staging / "half.txt").write_text("half")
         raise RuntimeError("boom")
-    assert os.listdir(out) == ["a.txt"] and os.listdir(tmp_path) == ["out"]
+    assert os.listdir(out) == ["tinykit.json"] and os.listdir(tmp_path) == ["out"]
 
 
 def test_a_folder_that_appears_meanwhile_is_kept_without_force(tmp_path):
@@ -120,3 +141,32 @@ def test_two_processes_make_tiny_into_one_folder(tmp_path):
     assert manifest["files"] == {k: v for k, v in built.items() if k != "tinykit.json"}
     assert file_hashes(out, skip=("tinykit.json",)) == manifest["files"]
     assert os.listdir(tmp_path) == ["tiny"]  # no staging folder left behind
+
+
+def test_a_replaced_folder_follows_the_umask_whatever_its_writers_did(tmp_path):
+    """safetensors writes through a private temp file (0600) and mkdtemp makes the staging
+    folder 0700: a fixture folder shared with another user or a container must be readable."""
+    import torch
+    from safetensors.torch import save_file
+
+    old = os.umask(0o027)
+    try:
+        with replace_folder(tmp_path / "out") as staging:
+            save_file({"w": torch.zeros(2)}, str(staging / "model.safetensors"))
+            (staging / "sub").mkdir(mode=0o700)
+            (staging / "sub" / "run.sh").write_text("#!/bin/sh\n")
+            (staging / "sub" / "run.sh").chmod(0o700)
+        atomic_write(tmp_path / "x.json", "{}")
+    finally:
+        os.umask(old)
+    modes = {
+        p.relative_to(tmp_path).as_posix(): p.stat().st_mode & 0o777
+        for p in [tmp_path / "out", *tmp_path.rglob("*")]
+    }
+    assert modes == {
+        "out": 0o750,
+        "out/model.safetensors": 0o640,
+        "out/sub": 0o750,
+        "out/sub/run.sh": 0o750,  # executable stays executable
+        "x.json": 0o640,
+    }

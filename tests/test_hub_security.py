@@ -216,6 +216,34 @@ def test_commit_file_paths_stay_inside_the_repo(hub, tree, path):
     assert _outside(tree) == before
 
 
+@pytest.mark.parametrize(
+    "op",
+    [
+        _file(".git/config", b"[core]\n\thooksPath = /tmp\n"),
+        _file("sub/.GIT/hooks/post-checkout", b"#!/bin/sh\n"),
+        {"key": "deletedFolder", "value": {"path": ".git/"}},
+        {"key": "deletedFile", "value": {"path": ".git/HEAD"}},
+    ],
+    ids=["write config", "write hook, any case", "delete folder", "delete file"],
+)
+def test_a_commit_never_touches_a_clones_git_folder(hub, op):
+    folder = _repo(hub, "clone-" + op["key"] + op["value"]["path"].replace("/", "-"))
+    (folder / ".git").mkdir()
+    (folder / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+
+    def files() -> dict[str, bytes]:
+        return {
+            p.relative_to(folder).as_posix(): p.read_bytes()
+            for p in folder.rglob("*")
+            if p.is_file()
+        }
+
+    before = files()
+    status, _, answer = hub.commit(f"sec/{folder.name}", op)  # with the write token
+    assert status == 400 and ".git" in answer["error"], answer
+    assert files() == before and ".git/HEAD" in before
+
+
 def test_a_symlink_out_of_the_folder_is_not_served_one_inside_is(hub):
     status, _, listing = hub.request("GET", "/api/models/org/repo/tree/main")
     names = {e["path"] for e in listing}

@@ -26,7 +26,7 @@ FLOORS: list[set[str]] = [
     {"tokenizer"},
     {"numerics", "source"},
     {"repro", "distributed", "hub"},
-    {"testing", "_child", "_files", "_suggest"},
+    {"testing", "_child", "_files", "_suggest", "_procs"},
     {"_devices", "_versions", "errors", "_progress", "_deprecate"},
 ]
 

@@ -28,20 +28,28 @@ The root is, in order: the ``root`` argument (pytest ``--tinykit-cache-dir``), `
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from filelock import FileLock
 
-from tinykit._files import atomic_write, file_hashes, sha256_file, tree_digest
+from tinykit._files import (
+    atomic_write,
+    file_hashes,
+    follow_umask,
+    output_errors,
+    sha256_file,
+    tree_digest,
+)
 from tinykit._progress import stage
 from tinykit.errors import CacheEntryCorrupt, UsageError
 
@@ -165,6 +173,11 @@ class Cache:
     ) -> None:
         self.root = Path(root).expanduser() if root else default_root()
         self.rebuild = os.environ.get(REBUILD_VAR, "1") != "0" if rebuild is None else rebuild
+        if self.root.exists() and not self.root.is_dir():
+            raise UsageError(
+                f"The artifact cache {str(self.root)!r} is a file, not a folder. Pass a folder "
+                "as --cache-dir (or TINYKIT_CACHE), or remove that file."
+            )
 
     def __repr__(self) -> str:
         return f"Cache({str(self.root)!r})"
@@ -266,6 +279,26 @@ class Cache:
         """
         if folder := self._check(key)[0]:
             return folder
+        with self._writing():
+            return self._locked_build(key, build, kind, source, spec, name, versions)
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """OS errors writing the cache (read-only, full, a parent that is a file) become one
+        SetupError naming the cache root (exit 3)."""
+        with output_errors(self.root, flag="--cache-dir (or TINYKIT_CACHE)"):
+            yield
+
+    def _locked_build(
+        self,
+        key: str,
+        build: Callable[[Path], object],
+        kind: str,
+        source: str,
+        spec: Mapping[str, Any] | None,
+        name: str,
+        versions: Mapping[str, str] | None,
+    ) -> Path:
         (self.root / "locks").mkdir(parents=True, exist_ok=True)
         self.artifacts.mkdir(parents=True, exist_ok=True)
         with FileLock(self.root / "locks" / f"{key}.lock"):
@@ -288,6 +321,7 @@ class Cache:
         start = time.perf_counter()
         try:
             build(work)
+            follow_umask(folder)  # shared by users and containers: files as the umask says
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)
             raise
@@ -342,15 +376,16 @@ class Cache:
         removed = 0
         if not self.artifacts.is_dir():
             return 0
-        (self.root / "locks").mkdir(parents=True, exist_ok=True)
-        for folder in sorted(self.artifacts.iterdir()):
-            if keys is not None and not any(folder.name.startswith(k) for k in keys):
-                continue
-            with FileLock(self.root / "locks" / f"{folder.name}.lock"):
-                shutil.rmtree(folder, ignore_errors=True)
-            removed += 1
-        if keys is None:
-            (self.root / BUILD_LOG).unlink(missing_ok=True)
+        with self._writing():
+            (self.root / "locks").mkdir(parents=True, exist_ok=True)
+            for folder in sorted(self.artifacts.iterdir()):
+                if keys is not None and not any(folder.name.startswith(k) for k in keys):
+                    continue
+                with FileLock(self.root / "locks" / f"{folder.name}.lock"):
+                    shutil.rmtree(folder)
+                removed += 1
+            if keys is None:
+                (self.root / BUILD_LOG).unlink(missing_ok=True)
         return removed
 
 

@@ -73,8 +73,8 @@ def load_specs(folder: str | os.PathLike[str] | None = None) -> dict[str, Fixtur
     specs: dict[str, FixtureSpec] = {}
     for path in sorted(folder.glob("*.toml")):
         try:
-            tables = tomllib.loads(path.read_text())
-        except tomllib.TOMLDecodeError as e:
+            tables = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
             raise UsageError(f"Fixture spec file {path} is not valid TOML: {e}. Fix it.") from e
         for name, table in tables.items():
             specs[name] = _spec(name, table, path, specs)
@@ -93,7 +93,9 @@ def _spec(name: str, table: Any, path: Path, seen: dict[str, FixtureSpec]) -> Fi
             'Write e.g. [name] kind = "model" source = "qwen3" spec = { layers = 2 }.'
         )
     kind = table.get("kind", "model")
-    if kind not in KINDS:
+    if not isinstance(table.get("spec", {}), dict):
+        raise UsageError(f"{where}: spec must be a table, e.g. spec = {{ layers = 2 }}.")
+    if not isinstance(kind, str) or kind not in KINDS:
         raise UsageError(f"{where} has kind {kind!r}; expected one of {sorted(KINDS)}.")
     return FixtureSpec(name, kind, table["source"], dict(table.get("spec", {})), path)
 
@@ -187,10 +189,39 @@ def _checked(specs: list[FixtureSpec], cache: Cache | None) -> dict[str, dict[st
 
 
 def read_lock(folder: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """``lock.json``, checked: ``{"fixtures": {name: {kind, source, spec, files, versions}}}``;
+    a UsageError names the file and the field that is not so (a hand edit, a merge conflict)."""
     path = (Path(folder) if folder else default_folder()) / LOCK_FILE
     if not path.is_file():
         raise UsageError(f"No lockfile at {path}. Create it with: tinykit fixtures lock")
-    return json.loads(path.read_text())
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise _bad_lock(path, f"it is not readable JSON ({e})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("fixtures"), dict):
+        raise _bad_lock(path, "it must be an object whose field 'fixtures' is an object")
+    for name, entry in data["fixtures"].items():
+        where = f"fixtures.{name}"
+        if not isinstance(entry, dict):
+            raise _bad_lock(path, f"{where} must be an object")
+        for key, kind in (("files", dict), ("versions", dict), ("spec", dict), ("kind", str)):
+            if key in entry and not isinstance(entry[key], kind):
+                raise _bad_lock(path, f"{where}.{key} must be a JSON {_JSON_NAMES[kind]}")
+        if not all(isinstance(v, str) for v in entry.get("files", {}).values()):
+            raise _bad_lock(path, f"{where}.files must map file names to sha256 strings")
+    if not isinstance(data.get("versions", {}), dict):
+        raise _bad_lock(path, "field 'versions' must be an object")
+    return data
+
+
+_JSON_NAMES = {dict: "object", str: "string"}
+
+
+def _bad_lock(path: Path, why: str) -> UsageError:
+    return UsageError(
+        f"{path} is not a fixture lock: {why}. Restore it (git checkout {path.name}) or "
+        "rewrite it with: tinykit fixtures lock"
+    )
 
 
 def verify(

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from tinykit._procs import Terminated, run_command, stop_on_sigterm
 from tinykit.bisect.steps import BAD, GOOD, SKIP, TIMEOUT, command_text, run_once
 
 CODES = {GOOD: 0, BAD: 1, SKIP: 125, TIMEOUT: 125}
@@ -35,17 +37,15 @@ def step(state: dict) -> int:
     checkout = Path(state["checkout"]).resolve()
     done_note = ""
     if state["install"]:
-        done = subprocess.run(state["install"], shell=True, env=env, capture_output=True, text=True)
+        done = run_command(state["install"], shell=True, env=env, capture=True)
         if done.returncode != 0:
-            last = ([ln for ln in (done.stderr or done.stdout).splitlines() if ln.strip()] or [""])[
-                -1
-            ]
+            last = ([ln for ln in done.output.splitlines() if ln.strip()] or [""])[-1]
             _record(
                 state,
                 outcome=SKIP,
                 exit_code=done.returncode,
                 seconds=time.perf_counter() - start,
-                tail=(done.stdout + done.stderr)[-2000:],
+                tail=done.output[-2000:],
                 note=f"install failed: {last.strip()[:200]}",
             )
             return CODES[SKIP]
@@ -94,7 +94,10 @@ def step(state: dict) -> int:
 
 def main() -> int:
     try:
-        return step(json.loads(Path(sys.argv[1]).read_text()))
+        with stop_on_sigterm():  # SIGTERM, as Ctrl-C, ends the predicate's process group too
+            return step(json.loads(Path(sys.argv[1]).read_text()))
+    except KeyboardInterrupt as e:  # the bisect is being stopped: no traceback, no verdict
+        return 128 + (signal.SIGTERM if isinstance(e, Terminated) else signal.SIGINT)
     except Exception as e:  # tinykit's own failure: abort the bisect, never blame the commit
         print(f"tinykit bisect step failed: {type(e).__name__}: {e}", file=sys.stderr)
         return ABORT

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from tinykit._procs import run_command
 from tinykit.bisect.result import BisectResult
 from tinykit.bisect.steps import BAD, GOOD, Run, Step
 from tinykit.errors import BisectAborted, BisectError
@@ -136,7 +137,8 @@ def bisect_commits(
         # Both ends first: a failing good end is the user's mistake, not a bisect answer.
         for sha, want in ((good_sha, 0), (bad_sha, 1)):
             _git(work, "checkout", "--quiet", "--detach", sha)
-            code = subprocess.run(step_cmd, cwd=work, env=env).returncode
+            # its own process group, as every step's: Ctrl-C or SIGTERM ends the whole tree
+            code = run_command(step_cmd, cwd=work, env=env).returncode
             entry = _entries(steps_log)[-1] if steps_log.exists() else {}
             say(f"{sha[:10]}: {entry.get('outcome', code)}")
             if code >= 128:
@@ -159,23 +161,27 @@ def bisect_commits(
             bad_sha,
             good_sha,
         )
-        done = subprocess.run(
-            ["git", "-C", str(work), "bisect", "run", *step_cmd],
-            capture_output=True,
-            text=True,
-            env=env,
+        done = run_command(
+            ["git", "-C", str(work), "bisect", "run", *step_cmd], env=env, capture=True
         )
         bisect_log = _git(work, "bisect", "log", check=False)
         _git(work, "bisect", "reset", "--quiet", check=False)
         entries = _entries(steps_log) if steps_log.exists() else []
         for e in entries[2:]:
             say(f"{e['commit'][:10]}: {e['outcome']} {e['subject']}")
-        if done.returncode != 0:
-            last = entries[-1].get("note", "") if entries else done.stderr.strip()[-200:]
-            raise BisectAborted(f"git bisect run stopped: {last or done.stdout.strip()[-200:]}")
-        out = done.stdout
+        out = done.output
         first = re.search(r"^([0-9a-f]{40}) is the first \S+ commit", out, re.M)
-        candidates = [] if first else re.findall(r"^([0-9a-f]{40})$", out, re.M)
+        # only skipped commits (timeouts, failed installs) left: git names the candidates and
+        # stops with an error, which is an answer ("one of ..."), not an abort
+        undecided = re.search(r"could be any of:\n((?:[0-9a-f]{40}\n)+)", out)
+        candidates = undecided.group(1).split() if undecided and not first else []
+        if done.returncode != 0 and not candidates:
+            last = entries[-1].get("note", "") if entries else ""
+            tail = " ".join(out.strip().splitlines()[-2:])[-200:]
+            raise BisectAborted(
+                f"git bisect run stopped: {last or tail or f'exit {done.returncode}'}. "
+                "Run the step by hand in the clone to see why."
+            )
         first_sha = first.group(1) if first else None
         return BisectResult(
             noun="commit",

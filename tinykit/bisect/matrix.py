@@ -14,7 +14,7 @@ from typing import Any
 from packaging.version import Version
 
 from tinykit.bisect.envs import overlay
-from tinykit.bisect.releases import list_releases, sort_versions
+from tinykit.bisect.releases import list_releases, parse_version, sort_versions
 from tinykit.bisect.steps import GOOD, SKIP, Step, command_text, run_step
 from tinykit.errors import BisectError
 
@@ -24,9 +24,10 @@ __all__ = ["MatrixResult", "latest_patches", "run_matrix"]
 def latest_patches(releases: Sequence[str], floor: str) -> list[str]:
     """The newest final release of each minor version from `floor` on, oldest first."""
     best: dict[tuple[int, int], Version] = {}
+    lowest = parse_version(floor, "--since")
     for text in releases:
         v = Version(text)
-        if v.is_prerelease or v < Version(floor):
+        if v.is_prerelease or v < lowest:
             continue
         key = (v.major, v.minor)
         if key not in best or v > best[key]:
@@ -73,6 +74,8 @@ def run_matrix(
         raise BisectError("no command to run per version. Put it after --, e.g. -- pytest -x t.py.")
     if not versions and not since:
         raise BisectError("give --versions a,b,c or --since FLOOR (latest patch of each minor).")
+    if since:
+        parse_version(str(since), "--since")  # before the index is asked
     if versions:
         chosen = sort_versions(versions)
     else:

@@ -11,7 +11,7 @@ from packaging.version import InvalidVersion, Version
 
 from tinykit.errors import BisectError, SetupError
 
-__all__ = ["index_options", "list_releases", "sort_versions"]
+__all__ = ["index_options", "list_releases", "parse_version", "sort_versions"]
 
 
 def index_options(find_links: str | None = None, index_url: str | None = None) -> list[str]:
@@ -22,6 +22,16 @@ def index_options(find_links: str | None = None, index_url: str | None = None) -
     if index_url:
         opts += ["--index-url", index_url]
     return opts
+
+
+def parse_version(text: str, what: str = "version") -> Version:
+    """A PEP 440 version; anything else is a usage error naming it and where it came from."""
+    try:
+        return Version(str(text))
+    except InvalidVersion:
+        raise BisectError(
+            f"{what} {text!r} is not a version. Give a PEP 440 release, e.g. 4.57.1."
+        ) from None
 
 
 def sort_versions(versions: Sequence[str]) -> list[str]:

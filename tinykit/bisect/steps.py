@@ -8,14 +8,12 @@ reported as such instead of being guessed either way.
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
-import signal
-import subprocess
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+from tinykit._procs import run_command
 
 __all__ = ["GOOD", "BAD", "SKIP", "TIMEOUT", "FLAKY", "Run", "Step", "run_step"]
 
@@ -61,33 +59,30 @@ def run_once(
     timeout: float | None = None,
     skip_on: str | None = None,
 ) -> Run:
-    start = time.perf_counter()
-    # A new session so a timeout kills the whole tree (pytest workers, torchrun ranks...).
-    proc = subprocess.Popen(
-        cmd[0] if len(cmd) == 1 else list(cmd),
-        shell=len(cmd) == 1,
-        env=env,
-        cwd=cwd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        errors="replace",
-        start_new_session=True,
-    )
+    # Its own process group: a timeout, Ctrl-C or SIGTERM ends the whole tree (pytest workers,
+    # torchrun ranks...), and what it left running after it exited ends with it.
     try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        return Run(None, time.perf_counter() - start, TIMEOUT, (out or "")[-TAIL_CHARS:])
-    code = proc.returncode
+        done = run_command(
+            cmd[0] if len(cmd) == 1 else cmd,
+            shell=len(cmd) == 1,
+            env=env,
+            cwd=cwd,
+            timeout=timeout,
+            capture=True,
+        )
+    except OSError as e:  # not found, not executable: the step cannot be tested
+        return Run(None, 0.0, SKIP, f"cannot run {command_text(cmd)}: {e.strerror or e}")
+    out = done.output
+    if done.timed_out:
+        return Run(None, done.seconds, TIMEOUT, out[-TAIL_CHARS:])
+    code = done.returncode
     if code == 0:
         outcome = GOOD
     elif code == 125 or (skip_on and re.search(skip_on, out or "")):
         outcome = SKIP
     else:
         outcome = BAD
-    return Run(code, time.perf_counter() - start, outcome, (out or "")[-TAIL_CHARS:])
+    return Run(code, done.seconds, outcome, out[-TAIL_CHARS:])
 
 
 def combine(outcomes: Sequence[str]) -> str:

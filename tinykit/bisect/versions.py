@@ -23,7 +23,7 @@ from typing import Any
 from packaging.version import Version
 
 from tinykit.bisect.envs import Overlay, overlay
-from tinykit.bisect.releases import list_releases, sort_versions
+from tinykit.bisect.releases import list_releases, parse_version, sort_versions
 from tinykit.bisect.result import BisectResult
 from tinykit.bisect.steps import BAD, FLAKY, GOOD, SKIP, Step, command_text, run_step
 from tinykit.errors import BisectError
@@ -113,6 +113,7 @@ def bisect_versions(
     if repeat < 1:
         raise BisectError(f"--repeat must be at least 1, got {repeat}.")
     good, bad = str(good), str(bad)
+    parse_version(good, f"--{GOOD}"), parse_version(bad, f"--{BAD}")
     if Version(good) == Version(bad):
         raise BisectError(
             f"the {old} and {new} ends are the same version {good}. Give two releases."

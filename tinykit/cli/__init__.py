@@ -18,8 +18,8 @@ import sys
 import traceback
 
 from tinykit import __version__
+from tinykit._procs import TIMED_OUT, Terminated, stop_on_sigterm
 from tinykit.cli._args import OneLineParser
-from tinykit.cli._signals import Terminated, stop_on_sigterm
 from tinykit.errors import SetupError, TinykitError
 
 
@@ -38,6 +38,8 @@ EXIT_CODES = f"""exit codes:
   2    usage error: a bad argument, option or input
   3    setup error: network, Hub, packages or hardware not as needed
   {EXIT_BUG}   a tinykit bug: please report it (rerun with --debug for the traceback)
+  {TIMED_OUT}  mem run: the command ran past --timeout and was stopped
+  128+N mem run: the command was killed by signal N (137: SIGKILL, 139: SIGSEGV)
   {EXIT_INTERRUPTED}  interrupted (Ctrl-C)
   {EXIT_TERMINATED}  terminated (SIGTERM)"""
 

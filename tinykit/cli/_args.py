@@ -30,6 +30,16 @@ def count(low: int, high: int) -> Callable[[str], int]:
     return parse
 
 
+def regex(text: str) -> str:
+    import re
+
+    try:
+        re.compile(text)
+    except re.error as e:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a regular expression: {e}") from None
+    return text
+
+
 def seconds(text: str) -> float:
     try:
         value = float(text)
@@ -40,12 +50,32 @@ def seconds(text: str) -> float:
     return value
 
 
+# How long a user's command may run when no --timeout is given: a hung test or script must not
+# hold a terminal, a CI job or a bisect forever. Printed in each command's --help.
+COMMAND_TIMEOUT = 3600.0
+FUNCTION_TIMEOUT = 600.0  # one run of a function (check-determinism)
+
+
+def timeout_option(p: argparse.ArgumentParser, what: str, default: float = COMMAND_TIMEOUT) -> None:
+    """--timeout S with a default bound, the same words everywhere."""
+    p.add_argument(
+        "--timeout",
+        type=seconds,
+        default=default,
+        metavar="S",
+        help=f"stop {what} after S seconds: its whole process group gets SIGTERM, then SIGKILL "
+        f"(default {default:g}; at most 86400)",
+    )
+
+
 def split_command(args: argparse.Namespace) -> list[str]:
     """Split what follows PACKAGE at the first `--`: options before it, the command after.
 
     argparse alone cannot: a REMAINDER positional after PACKAGE swallows the options too.
     """
     rest = list(args.cmd)
+    if "--" not in rest and rest and not rest[0].startswith("-"):
+        return rest  # `PACKAGE -- CMD`: argparse took the `--` that followed the positional
     cut = rest.index("--") if "--" in rest else len(rest)
     if rest[:cut]:
         args.options_parser.parse_args(rest[:cut], namespace=args)

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from tinykit.cli import emit
-from tinykit.cli._args import comma_list, split_command
+from tinykit.cli._args import OneLineParser, comma_list, count, regex, split_command, timeout_option
 from tinykit.errors import BisectError
 
 EXAMPLES = [
@@ -31,7 +31,7 @@ def _command(args: argparse.Namespace) -> list[str]:
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--good", metavar="OLD", help="where CMD passes (required)")
     p.add_argument("--bad", metavar="NEW", help="a later one where CMD fails (required)")
-    p.add_argument("--timeout", type=float, metavar="S", help="a step running longer is a timeout")
+    timeout_option(p, "a step and count it a timeout")
     p.add_argument("--term-old", default="good", help="name for the old state (e.g. broken)")
     p.add_argument("--term-new", default="bad", help="name for the new state (e.g. fixed)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -39,7 +39,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def _parsers(actions: argparse._SubParsersAction, name: str, helptext: str, add):
     """The action's parser, and a twin holding only its options (see `_command`)."""
-    opts = argparse.ArgumentParser(add_help=False, prog=f"tinykit bisect {name}")
+    opts = OneLineParser(add_help=False, prog=f"tinykit bisect {name}")
     add(opts)
     _common(opts)
     p = actions.add_parser(name, help=helptext, parents=[opts])
@@ -49,8 +49,12 @@ def _parsers(actions: argparse._SubParsersAction, name: str, helptext: str, add)
 def _versions_options(v: argparse.ArgumentParser) -> None:
     v.add_argument("--versions", metavar="A,B,C", help="search these releases, not the index's")
     v.add_argument("--pre", action="store_true", help="include pre-releases")
-    v.add_argument("--repeat", type=int, default=1, metavar="N", help="runs per step (flaky check)")
-    v.add_argument("--skip-on", metavar="REGEX", help="output matching this makes a step a skip")
+    v.add_argument(
+        "--repeat", type=count(1, 100), default=1, metavar="N", help="runs per step (flaky check)"
+    )
+    v.add_argument(
+        "--skip-on", type=regex, metavar="REGEX", help="output matching this makes a step a skip"
+    )
     v.add_argument("--find-links", metavar="DIR", help="a local wheel folder instead of the index")
     v.add_argument("--index-url", metavar="URL", help="the package index to use")
     v.add_argument("--cache-dir", metavar="DIR", help="where environments are cached")

@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 
 from tinykit.cli import emit
-from tinykit.cli._args import count, seconds
+from tinykit.cli._args import FUNCTION_TIMEOUT, count, seconds
 from tinykit.errors import TinykitError, UsageError
 
 EXAMPLES = [
@@ -49,9 +49,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--timeout",
         type=seconds,
-        default=None,
+        default=FUNCTION_TIMEOUT,
         metavar="SECONDS",
-        help="kill a run that takes longer (process mode) and fail (default: no limit)",
+        help="stop the runs when they take longer and fail: process mode kills them, "
+        f"inprocess mode interrupts them (default {FUNCTION_TIMEOUT:g}; at most 86400)",
     )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=run)

@@ -47,13 +47,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--json", action="store_true", help="print the diff as JSON")
     d.add_argument("--plot", metavar="FILE.png", help="also draw the error by layer (matplotlib)")
     d.add_argument("--html", metavar="FILE.html", help="also write an HTML report")
+    d.add_argument("--force", action="store_true", help="replace FILE.png, FILE.html if they exist")
     d.set_defaults(func=run_diff)
 
 
 def run_diff(args: argparse.Namespace) -> int:
+    from tinykit._files import check_output_file
     from tinykit.numerics.diff import diff_dumps
     from tinykit.numerics.report import plot_diff, write_html
 
+    for flag, path in (("--plot", args.plot), ("--html", args.html)):
+        if path:  # before the (maybe long) diff, and never over a kept report
+            check_output_file(path, args.force, flag)
     result = diff_dumps(args.a, args.b, rtol=args.rtol, atol=args.atol)
     if args.plot:
         plot_diff(result, args.plot)

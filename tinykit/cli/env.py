@@ -25,6 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     cap.add_argument(
         "-o", "--output", metavar="FILE", help="write the bundle here (default: print it to stdout)"
     )
+    cap.add_argument("--force", action="store_true", help="replace FILE if it exists")
     cap.add_argument(
         "--all-env",
         action="store_true",
@@ -39,8 +40,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_capture(args: argparse.Namespace) -> int:
+    from tinykit._files import check_output_file
     from tinykit.repro.env import capture, to_json
 
+    if args.output:  # before the capture (seconds): a bundle kept by hand is not overwritten
+        check_output_file(args.output, args.force)
     bundle = capture(args.output, all_env=args.all_env)
     if args.output:
         print(

@@ -49,8 +49,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_serve(args: argparse.Namespace) -> int:
+    from tinykit._procs import stop_on_sigterm
     from tinykit.cli import emit
-    from tinykit.cli._signals import stop_on_sigterm
     from tinykit.hub.client import CLIENT_ENV
     from tinykit.hub.server import serve
 

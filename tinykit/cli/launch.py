@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from tinykit.cli._args import count, seconds, split_command
+from tinykit.cli._args import OneLineParser, count, seconds, split_command
 
 EXAMPLES = [
     "tinykit launch -- python train.py --steps 10",
@@ -30,7 +30,7 @@ def _fault(text: str) -> object:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    opts = argparse.ArgumentParser(add_help=False, prog="tinykit launch")
+    opts = OneLineParser(add_help=False, prog="tinykit launch")
     opts.add_argument(
         "--nodes",
         type=count(1, 8),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from tinykit.cli import emit
-from tinykit.cli._args import comma_list, split_command
+from tinykit.cli._args import OneLineParser, comma_list, count, regex, split_command, timeout_option
 
 EXAMPLES = [
     "tinykit matrix transformers --since 5.0 -- pytest -x -q tests/test_x.py",
@@ -16,9 +16,11 @@ EXAMPLES = [
 def _options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--versions", metavar="A,B,C", help="these versions")
     p.add_argument("--since", metavar="FLOOR", help="the latest patch of each minor from FLOOR on")
-    p.add_argument("--repeat", type=int, default=1, metavar="N", help="runs per version")
-    p.add_argument("--timeout", type=float, metavar="S", help="a run longer than this is a timeout")
-    p.add_argument("--skip-on", metavar="REGEX", help="output matching this makes a run a skip")
+    p.add_argument("--repeat", type=count(1, 100), default=1, metavar="N", help="runs per version")
+    timeout_option(p, "a run and count it a timeout")
+    p.add_argument(
+        "--skip-on", type=regex, metavar="REGEX", help="output matching this makes a run a skip"
+    )
     p.add_argument("--find-links", metavar="DIR", help="a local wheel folder instead of the index")
     p.add_argument("--index-url", metavar="URL", help="the package index to use")
     p.add_argument("--cache-dir", metavar="DIR", help="where environments are cached")
@@ -26,7 +28,7 @@ def _options(p: argparse.ArgumentParser) -> None:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    opts = argparse.ArgumentParser(add_help=False, prog="tinykit matrix")
+    opts = OneLineParser(add_help=False, prog="tinykit matrix")
     _options(opts)
     p = sub.add_parser(
         "matrix",

@@ -7,7 +7,7 @@ import argparse
 import sys
 
 from tinykit.cli import emit
-from tinykit.cli._args import count, split_command
+from tinykit.cli._args import OneLineParser, count, split_command, timeout_option
 
 EXAMPLES = [
     "tinykit mem run -- python train.py --steps 10",
@@ -18,6 +18,7 @@ EXAMPLES = [
 
 def _run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plot", metavar="FILE.png", help="write a timeline of the tree's RSS")
+    p.add_argument("--force", action="store_true", help="replace FILE.png if it exists")
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     p.add_argument(
         "--interval",
@@ -26,6 +27,7 @@ def _run_options(p: argparse.ArgumentParser) -> None:
         metavar="S",
         help="seconds between samples of the process tree (default 0.01)",
     )
+    timeout_option(p, "CMD (exit 124, as timeout(1))")
 
 
 def _layers(text: str) -> tuple[int, int]:
@@ -48,7 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     actions = parser.add_subparsers(dest="mem_command", metavar="ACTION", required=True)
-    opts = argparse.ArgumentParser(add_help=False, prog="tinykit mem run")
+    opts = OneLineParser(add_help=False, prog="tinykit mem run")
     _run_options(opts)
     r = actions.add_parser(
         "run",
@@ -56,7 +58,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="run CMD and report the peak memory of it and every child and grandchild",
         description="Run CMD (its output passes through) and report the peak RSS of its whole "
         "process tree on stderr: sampled, and the kernel's max RSS of every process waited for. "
-        "Exits with CMD's exit code.",
+        "CMD runs in its own process group: Ctrl-C, SIGTERM and --timeout end all of it. Exits "
+        "with CMD's exit code, as a shell reports it (128+N when a signal N killed it).",
     )
     r.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD", help="the command")
     r.set_defaults(func=run_command, options_parser=opts)
@@ -96,8 +99,8 @@ def run_command(args: argparse.Namespace) -> int:
     if not cmd:
         raise UsageError(f"no command to measure. Put it after --, e.g. {EXAMPLES[0]}")
     if args.plot:
-        check_plot_path(args.plot)  # before the command runs, not after
-    result = measure(cmd, interval=args.interval)
+        check_plot_path(args.plot, force=args.force)  # before the command runs, not after
+    result = measure(cmd, interval=args.interval, timeout=args.timeout)
     print(f"tinykit: mem run: {result.summary()}", file=sys.stderr)
     if args.plot:
         out = plot_timeline(result.samples, args.plot, " ".join(cmd), result.peak)

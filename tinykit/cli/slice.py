@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from tinykit.cli import emit
+from tinykit.cli._args import count
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -30,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--max-shard-size",
-        type=int,
+        type=count(1, 1 << 50),
         default=None,
         metavar="BYTES",
         help="largest output shard (default 5 GiB)",

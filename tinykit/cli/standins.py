@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from tinykit.cli import emit
-from tinykit.cli._args import seconds, split_command
+from tinykit.cli._args import OneLineParser, count, split_command, timeout_option
 from tinykit.errors import UsageError
 
 EXAMPLES = """examples:
@@ -43,13 +43,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     build.add_argument("--json", action="store_true", help="print the report as JSON")
     build.set_defaults(func=run_build)
 
-    opts = argparse.ArgumentParser(add_help=False, prog="tinykit standins discover")
+    opts = OneLineParser(add_help=False, prog="tinykit standins discover")
     opts.add_argument(
         "-o", "--out", metavar="MANIFEST", help="write the draft here (default: stdout)"
     )
-    opts.add_argument(
-        "--timeout", type=seconds, metavar="S", help="stop the command after S seconds"
-    )
+    opts.add_argument("--force", action="store_true", help="replace MANIFEST if it exists")
+    timeout_option(opts, "each pass of CMD (what it asked so far still counts)")
     opts.add_argument(
         "--sources",
         nargs="+",
@@ -59,7 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     opts.add_argument(
         "--passes",
-        type=int,
+        type=count(1, 20),
         default=3,
         metavar="N",
         help="run CMD at most N times, serving the draft's stand-ins from pass 2 on (default 3)",
@@ -117,6 +116,7 @@ def run_discover(args: argparse.Namespace) -> int:
         sources=args.sources,
         passes=args.passes,
         cache_dir=args.cache_dir,
+        force=args.force,
     )
     if args.json:
         emit(result.to_dict(), True, "")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import inspect
 import pickle
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -187,12 +188,19 @@ def _summary(o: RankOutcome) -> str:
     return f"rank {o.rank} was still running"
 
 
-def _blame_order(o: RankOutcome) -> tuple[bool, bool, float]:
+# A rank killed by one of these faulted itself; SIGABRT and SIGKILL may come from a peer's
+# teardown (gloo aborts when a peer vanishes) or from the cleanup after the first failure.
+CRASH_SIGNALS = frozenset({signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE})
+
+
+def _blame_order(o: RankOutcome) -> tuple[bool, bool, bool, float]:
     """A rank that exited with code 0 before returning left the job: it is the cause, whatever
     the clocks say (its peers then raise in a collective, and their errors carry the ranks' own
     times while its exit is seen later, here). So is a rank that died (killed, crashed): peers
-    of a dead rank raise, they do not die. Otherwise the first failure is the likely cause."""
-    return (not _left_early(o), o.status != "died", o.failed_at)
+    of a dead rank raise, they do not die; among dead ranks, one that crashed (SIGSEGV, ...)
+    before one aborted or killed. Otherwise the first failure is the likely cause."""
+    crashed = o.status == "died" and -(o.exit_code or 0) in CRASH_SIGNALS
+    return (not _left_early(o), o.status != "died", not crashed, o.failed_at)
 
 
 def _left_early(o: RankOutcome) -> bool:

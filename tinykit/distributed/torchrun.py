@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from tinykit._files import output_errors
 from tinykit.distributed.faults import Fault
 from tinykit.distributed.nodes import RANK_ENV_DEFAULTS, NodeFolders, NodeLayout, gpu_groups
 from tinykit.distributed.ports import loopback_store
@@ -113,10 +114,13 @@ def run_torchrun(
         raise UsageError("run_torchrun needs a command, e.g. ['python', 'train.py'].")
     layout = NodeLayout.of(nodes=nodes, procs_per_node=nproc_per_node)
     fault = Fault.coerce(fault) if fault is not None else None
+    if workdir is not None and Path(workdir).exists() and not Path(workdir).is_dir():
+        raise UsageError(f"workdir {workdir} is a file, not a folder. Pass a folder (--workdir).")
     root = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="tinykit-run-"))
     job = TorchrunJob(list(command), layout, root)
     try:
-        folders = NodeFolders(root, layout.nodes, keep=True)
+        with output_errors(root, flag="--workdir"):  # read-only, a parent that is a file
+            folders = NodeFolders(root, layout.nodes, keep=True)
         _Launch(job, folders, max_restarts, env or {}, fault, echo).run(timeout)
     finally:
         if workdir is None:

@@ -9,7 +9,8 @@
 - `use_endpoint(endpoint)`: point the *already imported* Hub clients of this process at another
   endpoint (the loopback Hub) and back.
 - `hub_errors(repo_id, revision)`: every Hub failure becomes one tinykit error (`HubError`,
-  `OfflineCacheMiss`), with the cause kept (`raise ... from e`).
+  `OfflineCacheMiss`), with the cause kept (`raise ... from e`); inside it, every request has a
+  timeout (`bounded_requests`), so a Hub that accepts and then stalls fails instead of hanging.
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ def hub_errors(repo_id: str, revision: str | None = None) -> Iterator[None]:
     where = f"{repo_id!r}{' at revision ' + repr(revision) if revision else ''}"
     attrs = {"repo_id": repo_id, "revision": revision}
     try:
-        yield
+        with bounded_requests():
+            yield
     except hf.GatedRepoError as e:  # before RepositoryNotFoundError, its parent
         raise HubError(
             f"Hub repo {repo_id!r} is gated and this request has no access (HTTP "
@@ -113,6 +115,32 @@ def hub_errors(repo_id: str, revision: str | None = None) -> Iterator[None]:
             "filled cache.",
             **attrs,
         ) from e
+
+
+@contextlib.contextmanager
+def bounded_requests() -> Iterator[None]:
+    """While the block runs, a request of huggingface_hub's shared client that has no timeout
+    at all (many of its calls pass timeout=None: model_info, repo_info, the tree listing) gets
+    HF_HUB_DOWNLOAD_TIMEOUT seconds (default 10) per connect, read and write. Requests with a
+    timeout of their own keep it; the hook is removed afterwards."""
+    from huggingface_hub.utils import get_session
+
+    hooks = get_session().event_hooks["request"]
+    hooks.append(_bound)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError):
+            hooks.remove(_bound)
+
+
+def _bound(request) -> None:  # an httpx request hook
+    from huggingface_hub import constants
+
+    timeout = request.extensions.get("timeout") or {}
+    if all(value is None for value in timeout.values()):
+        seconds = float(constants.HF_HUB_DOWNLOAD_TIMEOUT)
+        request.extensions["timeout"] = dict.fromkeys(("connect", "read", "write", "pool"), seconds)
 
 
 def download_source(

@@ -19,6 +19,8 @@ from pathlib import Path, PurePosixPath
 # repo type -> the path prefix of its repos, in the served tree and in Hub URLs
 URL_PREFIX = {"model": "", "dataset": "datasets/", "space": "spaces/"}
 REVISIONS_DIR = "_revisions"  # <root>/_revisions/<type>/<org>/<name>/<branch>/: other branches
+# Top-level folder names that are not an org: a model "datasets/x" would land in the datasets tree
+RESERVED_ORGS = frozenset({*(p.rstrip("/") for p in URL_PREFIX.values() if p), REVISIONS_DIR})
 
 # File names that are model weights (or other big binary checkpoints), whatever the repo:
 # safetensors, PyTorch, TensorFlow/Keras, Flax, GGUF, ONNX, TFLite, rust-bert, NumPy, pickles.
@@ -62,3 +64,19 @@ def repo_folder(
 def branches_folder(root: str | os.PathLike[str], repo_type: str, repo_id: str) -> Path:
     """Where the branches of `repo_id` other than main lie, one folder per branch name."""
     return Path(root) / REVISIONS_DIR / repo_type / repo_id
+
+
+def stray_files(root: str | os.PathLike[str]) -> list[str]:
+    """Files under `root` that lie in no repo folder of this layout (a tree `standins build`
+    wrote holds none): `--force` does not replace a folder holding such files."""
+    root = Path(root)
+    stray = []
+    for path in sorted(root.rglob("*")):
+        if path.is_dir() and not path.is_symlink():
+            continue
+        parts = path.relative_to(root).parts
+        # <org>/<name>/file; datasets/<org>/<name>/file; _revisions/<type>/<org>/<name>/<branch>/file
+        depth = {REVISIONS_DIR: 6}.get(parts[0], 4 if parts[0] in RESERVED_ORGS else 3)
+        if len(parts) < depth:
+            stray.append("/".join(parts))
+    return stray

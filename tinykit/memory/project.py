@@ -24,7 +24,13 @@ import copy
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from tinykit.errors import ShrinkConstraintError, UnsupportedModelError, UsageError
+from tinykit.errors import (
+    ChildProcessFailed,
+    SetupError,
+    ShrinkConstraintError,
+    UnsupportedModelError,
+    UsageError,
+)
 from tinykit.memory.sizes import format_bytes
 
 __all__ = ["Projection", "ProjectionPlan", "plan_projection", "project_memory"]
@@ -255,9 +261,51 @@ def project_memory(
         analytic,
     )
     if full:
+        _check_fits(result)
         stage(f"measuring the full depth ({plan.depth} layers) in a fresh process")
-        result.full = _measure(src.config, step, timeout)
+        try:
+            result.full = _measure(src.config, step, timeout)
+        except (MemoryError, RuntimeError, ChildProcessFailed) as e:
+            if not _out_of_memory(e):
+                raise
+            raise SetupError(
+                f"--full: {src.name} at its full depth ({plan.depth} layers) does not fit in "
+                f"{result.where} memory ({_first_line(e)}); the projection is "
+                f"{format_bytes(projected)}. Drop --full, or run on a larger machine."
+            ) from None
     return result
+
+
+def _check_fits(result: Projection) -> None:
+    """Refuse --full before it starts when the projection exceeds the memory available now."""
+    import psutil
+
+    if result.where == "host":
+        available = psutil.virtual_memory().available
+    else:
+        import torch
+
+        available = torch.cuda.mem_get_info(torch.device(result.where))[0]
+    if result.projected > available:
+        raise SetupError(
+            f"--full: {result.source} at its full depth ({result.depth} layers) is projected at "
+            f"{format_bytes(result.projected)}, more than the {format_bytes(available)} of "
+            f"{result.where} memory available. Drop --full, or run on a larger machine."
+        )
+
+
+def _out_of_memory(e: BaseException) -> bool:
+    """An allocation failure in the child, or the child killed (the OOM killer's SIGKILL)."""
+    if isinstance(e, MemoryError):
+        return True
+    if isinstance(e, ChildProcessFailed):
+        return getattr(e, "returncode", None) == -9 or "memory" in str(e).lower()
+    text = str(e).lower()
+    return "out of memory" in text or "can't allocate memory" in text or "not enough memory" in text
+
+
+def _first_line(e: BaseException) -> str:
+    return next((line.strip() for line in str(e).splitlines() if line.strip()), type(e).__name__)
 
 
 # glibc caches freed heap and raises its mmap threshold as large blocks come and go, so the RSS

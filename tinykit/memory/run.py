@@ -20,6 +20,8 @@ from typing import Any
 
 import psutil
 
+from tinykit._files import atomic_file, check_output_file
+from tinykit._procs import run_command as run_procs
 from tinykit.errors import SetupError, UsageError
 from tinykit.memory.sizes import format_bytes
 from tinykit.memory.track import TreeSampler
@@ -41,6 +43,7 @@ class CommandMemory:
     duration_s: float
     interval_s: float
     samples: list[tuple[float, int]] = field(default_factory=list)
+    timed_out: bool = False
 
     @property
     def peak_source(self) -> str:
@@ -52,6 +55,7 @@ class CommandMemory:
             f"{self.interval_s * 1000:g} ms: {format_bytes(self.peak_sampled)}, largest process "
             f"by the kernel: {format_bytes(self.peak_kernel)}) over {self.duration_s:.2f} s, "
             f"exit code {self.returncode}"
+            + (" (stopped at its timeout: its process group got SIGTERM)" if self.timed_out else "")
         )
 
     def to_dict(self, samples: bool = False) -> dict[str, Any]:
@@ -62,8 +66,14 @@ class CommandMemory:
         return data
 
 
-def run_command(command: list[str], interval: float = 0.01) -> CommandMemory:
-    """Run `command` (its output passes through) and measure the peak memory of its tree."""
+def run_command(
+    command: list[str], interval: float = 0.01, *, timeout: float | None = None
+) -> CommandMemory:
+    """Run `command` (its output passes through) and measure the peak memory of its tree.
+
+    It runs in its own process group (`tinykit._procs`): Ctrl-C, SIGTERM and `timeout` end
+    the whole tree. `returncode` is the shell's: 128 + N for a command killed by signal N,
+    124 when the timeout stopped it (`timed_out`)."""
     if not command:
         raise UsageError("no command to measure. Put it after --, e.g. -- python train.py.")
     if not 0 < interval <= 10:
@@ -77,37 +87,41 @@ def run_command(command: list[str], interval: float = 0.01) -> CommandMemory:
     # own RSS, the kernel's figure may be that image, not the command.
     floor = max(before, psutil.Process().memory_info().rss)
     t0 = time.monotonic()
-    proc = subprocess.Popen(command)
-    sampler = TreeSampler(proc.pid, include_root=True, interval=interval)
-    sampler.start()
+    samplers: list[TreeSampler] = []
+
+    def watch(proc: subprocess.Popen) -> None:
+        samplers.append(TreeSampler(proc.pid, include_root=True, interval=interval))
+        samplers[0].start()
+
     try:
-        returncode = proc.wait()
-    except BaseException:  # Ctrl-C: the command got it too; do not leave it running
-        proc.kill()
-        proc.wait()
-        raise
+        # its own process group: Ctrl-C, SIGTERM and the timeout reach the whole tree
+        done = run_procs(command, timeout=timeout, on_start=watch)
     finally:
-        sampler._halt.set()
-        sampler.join()
-        sampler.close()
+        for sampler in samplers:
+            sampler._halt.set()
+            sampler.join()
+            sampler.close()
+    sampler = samplers[0]
     after = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * _MAXRSS_UNIT
     # RUSAGE_CHILDREN is a max over every child ever waited for: it speaks for this command
     # only when it rose above what this process ran before and its own fork image.
     kernel = after if after > floor else 0
     return CommandMemory(
         list(command),
-        returncode,
+        done.returncode,
         max(sampler.peak, kernel),
         sampler.peak,
         kernel,
         time.monotonic() - t0,
         interval,
         sampler.samples,
+        done.timed_out,
     )
 
 
-def check_plot_path(path: str | Path) -> None:
-    """Fail before any work when --plot cannot be written: no matplotlib, or not a .png."""
+def check_plot_path(path: str | Path, *, force: bool = True) -> None:
+    """Fail before any work when --plot cannot be written: no matplotlib, not a .png, its
+    folder missing or read-only, or (without `force`) the file exists."""
     if Path(path).suffix.lower() != ".png":
         raise UsageError(f"--plot {path}: the plot is a PNG; name the file *.png.")
     import importlib.util
@@ -117,8 +131,7 @@ def check_plot_path(path: str | Path) -> None:
             "--plot needs matplotlib, which is not installed. Install it: "
             "pip install 'tinykit[plot]' (or pip install matplotlib)."
         )
-    if not Path(path).resolve().parent.is_dir():
-        raise UsageError(f"--plot {path}: its folder does not exist. Create it first.")
+    check_output_file(path, force, "--plot")
 
 
 def plot_timeline(
@@ -146,13 +159,9 @@ def plot_timeline(
     ax.set_ylabel("RSS of the process tree (MB)")
     ax.set_title(" ".join(title.split())[:90])  # one line, even for a multi-line -c script
     fig.tight_layout()
-    tmp = out.with_name(f".{out.name}.partial")
     try:
-        fig.savefig(tmp, format="png", dpi=100)
-    except OSError as e:
-        tmp.unlink(missing_ok=True)
-        raise SetupError(f"cannot write the plot {out}: {e}. Pick a writable path.") from e
+        with atomic_file(out) as tmp:  # never a half-written PNG under the asked name
+            fig.savefig(tmp, format="png", dpi=100)
     finally:
         plt.close(fig)
-    tmp.replace(out)  # never a half-written PNG under the asked name
     return out

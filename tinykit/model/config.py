@@ -59,8 +59,9 @@ def load_config(raw: dict[str, Any], remote_code: Path | None = None) -> Any:
     try:
         return cls.from_dict({k: v for k, v in raw.items() if k != "auto_map"})
     except Exception as e:  # transformers raises many kinds on a malformed config
+        why = " ".join(str(e).split())  # its validators' messages span lines: the error is one
         raise UnsupportedModelError(
-            f"config.json of model_type {raw['model_type']!r} does not load with {cls.__name__}: {e}. "
+            f"config.json of model_type {raw['model_type']!r} does not load with {cls.__name__}: {why}. "
             f"Check the file, or the transformers version it needs.",
             model_type=raw["model_type"],
         ) from e

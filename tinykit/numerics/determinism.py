@@ -15,14 +15,17 @@ or fake a difference; `fn` must then be importable as "module:function" or "path
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tinykit._child import FunctionRef, describe, resolve, start_child
 from tinykit._deprecate import old_positions
-from tinykit.errors import NondeterminismError, UsageError
+from tinykit.errors import CheckFailed, NondeterminismError, UsageError
 from tinykit.numerics.compare import compare_summaries
 from tinykit.numerics.recorder import Recorder, probe
 from tinykit.numerics.summary import FORWARD, GRAD, PROBE, Record, TensorSummary
@@ -87,8 +90,9 @@ def check_determinism(
         atol: 0 compares bitwise; otherwise elementwise |a - b| <= atol.
         seed: the seed given to `seed_everything` before each run.
         deterministic: also switch torch to deterministic algorithms in each run.
-        timeout: seconds the runs may take in process mode; past it they are killed and the
-            check fails with ChildProcessFailed (None: no limit).
+        timeout: seconds the runs may take; past it they are stopped and the check fails:
+            in process mode the children are killed (ChildProcessFailed), in inprocess mode a
+            SIGALRM interrupts the run (CheckFailed; main thread only). None: no limit.
 
     Returns:
         A `DeterminismReport` with `equal=True`.
@@ -117,7 +121,8 @@ def check_determinism(
         results = _run_in_processes(ref, runs, seed, deterministic, keep_values, timeout)
     else:
         call = resolve(fn) if isinstance(fn, str) else fn
-        results = [record_run(call, seed, deterministic, keep_values) for _ in range(runs)]
+        with _alarm(timeout, ref):
+            results = [record_run(call, seed, deterministic, keep_values) for _ in range(runs)]
     records = [r for r, _ in results]
     report = DeterminismReport(
         fn=ref,
@@ -331,6 +336,28 @@ def recorded_run(
 ) -> tuple[list[Record], float]:
     """`record_run` of the function `ref` names: what each process-mode child runs."""
     return record_run(resolve(ref), seed, deterministic, keep_values)
+
+
+@contextlib.contextmanager
+def _alarm(timeout: float | None, ref: str) -> Iterator[None]:
+    """Interrupt the block after `timeout` seconds (a hung function in inprocess mode)."""
+    if timeout is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        raise CheckFailed(
+            f"{ref} ran past the timeout of {timeout:g} s in this process (inprocess mode) and "
+            "was interrupted. Raise --timeout, or make the function do less."
+        )
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, timeout)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _run_in_processes(

@@ -223,12 +223,18 @@ class Dump:
         """The full tensor of an index entry, or None when the dump holds stats only."""
         if "key" not in item:
             return None
-        from safetensors import safe_open
+        from safetensors import SafetensorError, safe_open
 
         shard = item["shard"]
-        if shard not in self._open:
-            self._open[shard] = safe_open(str(self.path / shard), framework="pt")
-        return self._open[shard].get_tensor(item["key"])
+        try:
+            if shard not in self._open:
+                self._open[shard] = safe_open(str(self.path / shard), framework="pt")
+            return self._open[shard].get_tensor(item["key"])
+        except (SafetensorError, OSError) as e:  # the right size, the wrong bytes
+            raise UsageError(
+                f"'{self.path / shard}' does not hold tensor {item['key']!r} readably ({e}). "
+                "Record the run again, or copy the whole dump folder."
+            ) from None
 
 
 def _not_a_dump(path: Path, why: str) -> UsageError:
@@ -275,12 +281,78 @@ def read_dump(path: str | os.PathLike[str]) -> Dump:
             f"'{path}/index.jsonl' holds {len(records)} records but the manifest says "
             f"{manifest.get('records')}: the dump is truncated. Record the run again."
         )
-    for shard, size in (manifest.get("shards") or {}).items():
+    shards = manifest.get("shards") or {}
+    _check_manifest(path, manifest, shards)
+    for n, record in enumerate(records, 1):
+        _check_record(path, n, record, shards)
+    for shard, size in shards.items():
         file = path / shard
-        actual = file.stat().st_size if file.exists() else None
+        actual = file.stat().st_size if file.is_file() else None
         if actual != size:
             raise UsageError(
                 f"'{file}' is truncated or missing ({actual} of {size} bytes). Record the run "
                 "again, or copy the whole dump folder."
             )
     return Dump(path, manifest, records)
+
+
+# -- checking what was read: a hand-edited or foreign dump is a usage error, never a crash ----
+
+_TENSOR_FIELDS = {"name": str, "shape": list, "dtype": str}
+_RECORD_FIELDS = {"module": str, "kind": str, "call": int, "step": int, "inputs": list}
+
+
+def _check_manifest(path: Path, manifest: dict[str, Any], shards: Any) -> None:
+    def bad(why: str) -> UsageError:
+        return UsageError(f"'{path}/manifest.json': {why}. Record the run again.")
+
+    if not isinstance(manifest.get("model"), dict):
+        raise bad("field 'model' must be an object (class, fingerprint, parameters)")
+    if not isinstance(manifest.get("records"), int) or isinstance(manifest["records"], bool):
+        raise bad(f"field 'records' must be a count, got {manifest.get('records')!r}")
+    if not isinstance(shards, dict):
+        raise bad(f"field 'shards' must map shard files to sizes, got {type(shards).__name__}")
+    for shard, size in shards.items():
+        parts = Path(shard).parts
+        if Path(shard).is_absolute() or ".." in parts or not parts:
+            raise bad(f"shard {shard!r} is not a file inside the dump")
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            raise bad(f"shard {shard!r} has size {size!r}, not a byte count")
+
+
+def _check_record(path: Path, n: int, record: Any, shards: dict[str, Any]) -> None:
+    def bad(why: str) -> UsageError:
+        return UsageError(
+            f"'{path}/index.jsonl' line {n}: {why}. The dump is corrupt: record the run again."
+        )
+
+    if not isinstance(record, dict):
+        raise bad(f"a record must be an object, got {type(record).__name__}")
+    for key, kind in (*_RECORD_FIELDS.items(), ("outputs", list)):
+        value = record.get(key)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise bad(f"field {key!r} must be a JSON {_JSON[kind]}, got {value!r:.60}")
+    if not isinstance(record.get("class", ""), str):
+        raise bad("field 'class' must be a string")
+    for side in ("inputs", "outputs", "params"):
+        for i, item in enumerate(record.get(side) or []):
+            where = f"{side}[{i}]"
+            if not isinstance(item, dict):
+                raise bad(f"{where} must be an object")
+            for key, kind in _TENSOR_FIELDS.items():
+                if not isinstance(item.get(key), kind):
+                    raise bad(f"{where}.{key} must be a JSON {_JSON[kind]}")
+            if not all(isinstance(d, int) and not isinstance(d, bool) for d in item["shape"]):
+                raise bad(f"{where}.shape must be a list of integers")
+            if missing := [k for k in _SUMMARY_FIELDS if k not in item]:
+                raise bad(f"{where} lacks {', '.join(missing[:3])}")
+            shard = item.get("shard")
+            if "key" in item and (
+                not isinstance(item["key"], str)
+                or not isinstance(shard, str)
+                or shard not in shards
+            ):
+                raise bad(f"{where} names shard {item.get('shard')!r}, not one of the manifest's")
+
+
+_JSON = {str: "string", int: "integer", list: "list", dict: "object"}

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import html
 import os
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tinykit._files import atomic_file
 from tinykit.errors import SetupError, UsageError
 from tinykit.numerics.summary import FORWARD
 
@@ -31,14 +31,8 @@ _COLORS = {
 def _atomic_write(path: Path, write) -> Path:
     if not path.parent.is_dir():
         raise UsageError(f"'{path}': its folder does not exist. Create it or pick another path.")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.close(fd)
-    try:
-        write(Path(tmp))
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_file(path) as tmp:  # whole or not at all; OS errors are SetupErrors
+        write(tmp)
     return path
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tinykit._deprecate import old_positions
+from tinykit._files import replace_folder
 from tinykit._versions import __version__
 from tinykit.errors import UnsupportedModelError, UsageError
 from tinykit.slice.plan import Stack, map_tensors, parse_layers, plan_stacks
@@ -111,8 +112,17 @@ class _Weights:
         if "model.safetensors" in shards:
             return ["model.safetensors"]
         if INDEX in self.files:
-            index = json.loads(self.small_file(INDEX).read_text())
-            wanted = sorted(set(index.get("weight_map", {}).values()))
+            index = read_json(self.small_file(INDEX), f"{INDEX} of {self.source}")
+            weight_map = index.get("weight_map")
+            if not isinstance(weight_map, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in weight_map.items()
+            ):
+                raise UsageError(
+                    f"{INDEX} of {self.source}: field 'weight_map' must map tensor names to "
+                    f"shard file names, got {type(weight_map).__name__}. Re-save the model, or "
+                    "fix the index."
+                )
+            wanted = sorted(set(weight_map.values()))
             absent = [f for f in wanted if f not in self.files]
             if absent or not wanted:
                 raise UsageError(
@@ -158,8 +168,16 @@ class _Weights:
         # fetches 100 kB per shard and drops the header length the absolute offsets need.
         out = []
         for file in self.weight_files:
-            n = header_length(self.read(file, 0, 8), file)
-            out += parse_header(self.read(file, 8, 8 + n), file)
+            size = (self.folder / file).stat().st_size if self.folder is not None else None
+            shown = str(self.folder / file) if self.folder is not None else f"{self.hub}/{file}"
+            n = header_length(self.read(file, 0, 8), shown, size)
+            raw = self.read(file, 8, 8 + n)
+            if len(raw) != n:
+                raise UsageError(
+                    f"{shown} ended inside its {n}-byte safetensors header: the "
+                    "file is truncated. Fix the source and slice again."
+                )
+            out += parse_header(raw, file, size, where=shown)
         return out
 
     def pieces(self, entries: list[TensorEntry]) -> Pieces:
@@ -210,8 +228,8 @@ def slice_model(
     target_dtype = _dtype_code(dtype)
     plan_arg = parse_layers(layers)
     weights = _Weights(str(source), revision)
-    raw = json.loads(weights.small_file("config.json").read_text())
-    if not isinstance(raw, dict) or "model_type" not in raw:
+    raw = read_json(weights.small_file("config.json"), f"config.json of {source}")
+    if "model_type" not in raw:
         raise UsageError(f"config.json of {source} has no model_type. Fix the file.")
     config, stacks = plan_stacks(raw, plan_arg)
     if not stacks:
@@ -224,11 +242,8 @@ def slice_model(
     small = _small_files(weights)
     revision_id = weights.revision or _local_revision(weights)
 
-    tmp = out.parent / f".{out.name}.partial-{os.getpid()}"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    try:
+    # staged beside `out` and renamed into place whole (tinykit._files): a failure leaves nothing
+    with replace_folder(out) as tmp:
         kept.sort(key=lambda item: (item[1].file, item[1].start))  # the order they are fetched in
         writer = ShardWriter(tmp, kept, max_shard_bytes, target_dtype)
         writer.write(weights.pieces([e for _, e in kept]))
@@ -256,11 +271,20 @@ def slice_model(
 
             full = weights.folder or _download_full(weights)
             result.check = check_slice(full, tmp, layer_map, stacks)
-        tmp.rename(out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return result
+
+
+def read_json(path: Path, what: str) -> dict[str, Any]:
+    """A JSON object from a file of the source; UsageError naming it when it is not one."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise UsageError(f"{what} is not readable JSON ({e}). Fix or replace the file.") from None
+    if not isinstance(data, dict):
+        raise UsageError(
+            f"{what} is a JSON {type(data).__name__}, not an object. Fix or replace the file."
+        )
+    return data
 
 
 def _dtype_code(dtype: str | None) -> str | None:

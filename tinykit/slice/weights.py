@@ -13,6 +13,7 @@ already in memory; the format itself is 8 bytes of header length, the JSON heade
 from __future__ import annotations
 
 import json
+import math
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -64,7 +65,9 @@ class TensorEntry:
         return self.nbytes // DTYPE_SIZE[self.dtype] * DTYPE_SIZE[dtype]
 
 
-def header_length(prefix: bytes, file: str) -> int:
+def header_length(prefix: bytes, file: str, size: int | None = None) -> int:
+    """The header length the first 8 bytes declare; `size`, when known, is the file's (`file`
+    is its name in messages)."""
     if len(prefix) < 8:
         raise UsageError(f"{file} is not a safetensors file (shorter than 8 bytes). Replace it.")
     n = struct.unpack("<Q", prefix[:8])[0]
@@ -72,28 +75,73 @@ def header_length(prefix: bytes, file: str) -> int:
         raise UsageError(
             f"{file} declares a {n}-byte safetensors header: not a safetensors file. Replace it."
         )
+    if size is not None and 8 + n > size:
+        raise UsageError(
+            f"{file} declares a {n}-byte safetensors header but has {size} bytes: the file is "
+            "truncated. Download or save it again."
+        )
     return n
 
 
-def parse_header(raw: bytes, file: str) -> list[TensorEntry]:
-    """The entries of a header whose JSON is `raw` (data starts at 8 + len(raw))."""
+def parse_header(
+    raw: bytes, file: str, size: int | None = None, *, where: str | None = None
+) -> list[TensorEntry]:
+    """The entries of a header whose JSON is `raw` (data starts at 8 + len(raw)), each checked:
+    a known dtype, a shape of counts, offsets that span exactly its bytes and, when the file's
+    `size` is known, lie inside the file. A UsageError names the file (`where`, else `file`),
+    tensor and field."""
+    shown = where or file
     try:
         header = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise UsageError(f"{file} has a malformed safetensors header ({e}). Replace it.") from e
+        raise UsageError(f"{shown} has a malformed safetensors header ({e}). Replace it.") from e
+    if not isinstance(header, dict):
+        raise UsageError(
+            f"{shown}: its safetensors header is a JSON {type(header).__name__}, not an object "
+            "of tensors. Replace the file."
+        )
     base = 8 + len(raw)
     return [
-        TensorEntry(
-            name,
-            file,
-            v["dtype"],
-            tuple(v["shape"]),
-            base + v["data_offsets"][0],
-            base + v["data_offsets"][1],
-        )  # fmt: skip
+        _entry(name, v, file, base, size, shown)
         for name, v in header.items()
         if name != "__metadata__"
     ]
+
+
+def _entry(name: str, v: Any, file: str, base: int, size: int | None, shown: str) -> TensorEntry:
+    def bad(why: str) -> UsageError:
+        return UsageError(f"{shown}: tensor {name!r} {why}. The file is corrupt: replace it.")
+
+    if not isinstance(v, dict):
+        raise bad("is not an object with dtype, shape and data_offsets")
+    dtype, shape, offsets = v.get("dtype"), v.get("shape"), v.get("data_offsets")
+    if not isinstance(dtype, str) or dtype not in DTYPE_SIZE:
+        raise bad(f"has dtype {dtype!r}, not one of {', '.join(DTYPE_SIZE)}")
+    if not isinstance(shape, list) or not all(_count(d) for d in shape):
+        raise bad(f"has shape {shape!r}, not a list of counts")
+    if (
+        not isinstance(offsets, list)
+        or len(offsets) != 2
+        or not all(_count(o) for o in offsets)
+        or offsets[0] > offsets[1]
+    ):
+        raise bad(f"has data_offsets {offsets!r}, not [start, end] with 0 <= start <= end")
+    need = math.prod(shape) * DTYPE_SIZE[dtype]
+    if offsets[1] - offsets[0] != need:
+        raise bad(
+            f"has data_offsets spanning {offsets[1] - offsets[0]} bytes, but its shape "
+            f"{shape} of {dtype} needs {need}"
+        )
+    if size is not None and base + offsets[1] > size:
+        raise UsageError(
+            f"{shown}: tensor {name!r} ends at byte {base + offsets[1]} but the file has {size} "
+            "bytes: the file is truncated. Download or save it again."
+        )
+    return TensorEntry(name, file, dtype, tuple(shape), base + offsets[0], base + offsets[1])
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def coalesce(entries: list[TensorEntry]) -> list[tuple[str, int, int, list[TensorEntry]]]:
@@ -132,13 +180,18 @@ def split_stream(chunks: Iterator[bytes], entries: list[TensorEntry]) -> Pieces:
 def local_pieces(folder: Path, entries: list[TensorEntry]) -> Pieces:
     """Kept tensors of a local folder, one at a time, through safetensors' `safe_open`."""
     import torch
-    from safetensors import safe_open
+    from safetensors import SafetensorError, safe_open
 
     for file, _, _, group in coalesce(entries):
         for e in group:
             # Opened per tensor: the file's mapped pages leave the RSS once each tensor is read.
-            with safe_open(folder / file, framework="pt") as f:
-                tensor = f.get_tensor(e.name)
+            try:
+                with safe_open(folder / file, framework="pt") as f:
+                    tensor = f.get_tensor(e.name)
+            except SafetensorError as err:  # checks this reader's header check leaves to it
+                raise UsageError(
+                    f"{folder / file} is not a valid safetensors file ({err}). Replace it."
+                ) from None
             if tensor.numel():
                 yield e, tensor.reshape(-1).view(torch.uint8).numpy().data
             del tensor
@@ -211,7 +264,12 @@ class ShardWriter:
                     if convert and e.dtype in FLOAT_DTYPES and e.dtype != self.dtype:
                         pending = bytearray(e.nbytes)
                     while got < e.nbytes:
-                        entry, buf = next(pieces)
+                        entry, buf = next(pieces, (None, b""))
+                        if entry is None:  # the source ended early (a shorter file on the Hub)
+                            raise UsageError(
+                                f"{e.file} ended before tensor {e.name!r} was read whole: the "
+                                "source file is truncated. Fix the source and slice again."
+                            )
                         if entry is not e:
                             raise RuntimeError(f"stream out of order: {entry.name} for {e.name}")
                         if pending is not None:

@@ -14,6 +14,7 @@ whole tree is staged and renamed into place: a failing entry leaves no half-buil
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import time
@@ -26,7 +27,7 @@ from tinykit._files import output_errors, replace_folder
 from tinykit._progress import stage
 from tinykit.artifacts.kinds import KINDS, artifact_key, build_artifact
 from tinykit.errors import TinykitError
-from tinykit.hub.layout import repo_folder
+from tinykit.hub.layout import repo_folder, stray_files
 from tinykit.standins.manifest import RENAMED, Entry, Manifest, load_manifest, resolve_path
 
 
@@ -111,7 +112,13 @@ def build_standins(
     target = Path(out)
     cache = Cache(cache_dir)
     report = StandinsReport(target)
-    with output_errors(target), replace_folder(target, force=force) as staging:
+    # --force replaces a hub tree an earlier build wrote, never the manifest, its sources or
+    # the cache, nor a folder with other files
+    inputs = [cache.root, *_local_inputs(parsed)]
+    with (
+        output_errors(target),
+        replace_folder(target, force=force, keep=inputs, built=_hub_tree) as staging,
+    ):
         failures = report.failed if keep_going else None
         for entry, revision, built, cached, seconds in built_entries(parsed, cache, failures):
             folder = repo_folder(staging, entry.repo_type, entry.repo_id, revision)
@@ -127,6 +134,30 @@ def build_standins(
             )
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _hub_tree(folder: Path) -> str | None:
+    """None when `folder` is a hub tree (every file in a repo folder), else why it is not."""
+    stray = stray_files(folder)
+    if not stray:
+        return None
+    more = f" and {len(stray) - 3} more" if len(stray) > 3 else ""
+    return f"it holds files outside any repo folder ({', '.join(stray[:3])}{more})"
+
+
+def _local_inputs(manifest: Manifest) -> list[Path]:
+    """The manifest file and every local folder or file its entries read."""
+    found = [manifest.path] if manifest.path is not None else []
+    for entry in manifest.entries:
+        files = KINDS[entry.kind].file_options
+        for value in [entry.source, *(v for k, v in entry.options.items() if k in files)]:
+            for item in value if isinstance(value, list) else [value]:
+                if isinstance(item, str) and item:
+                    with contextlib.suppress(TinykitError):  # a bad pkg: path fails its build
+                        path = Path(resolve_path(item, manifest.base))
+                        if path.exists():
+                            found.append(path)
+    return found
 
 
 def built_entries(

@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import tempfile
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tinykit._files import atomic_write
+from tinykit._files import atomic_write, check_output_file
 from tinykit._progress import stage
 from tinykit.errors import UsageError
 from tinykit.standins.draft import (
@@ -84,20 +83,23 @@ def discover(
     sources: Collection[str | os.PathLike[str]] = (),
     passes: int = 3,
     cache_dir: str | os.PathLike[str] | None = None,
+    force: bool = False,
 ) -> Discovery:
     """Run `command` against a recording loopback Hub, pass after pass (see the module
     docstring); write the draft manifest to `out`.
 
     Args:
         command: the test command (argv).
-        out: where the draft goes (default: only returned).
-        timeout: stop each pass after this many seconds (what was asked so far still counts).
+        out: where the draft goes (default: only returned); an existing file needs `force`.
+        timeout: stop each pass after this many seconds (what was asked so far still counts):
+            the command's whole process group is ended, as on Ctrl-C or SIGTERM.
         sources: folders holding local copies of repos, matched by name (`org/name` or `name`).
         passes: at most this many runs; 1 is the old empty-Hub pass alone.
         cache_dir: the artifact cache the stand-ins of later passes are built in.
 
     The command's own exit code is reported, not raised: its tests fail on the 404s by design.
-    Raises UsageError when the command cannot be started.
+    Raises UsageError when the command cannot be started or `out` cannot be written (checked
+    before the first pass: a draft is never lost after the passes ran).
     """
     from tinykit.artifacts.cache import Cache
 
@@ -105,6 +107,7 @@ def discover(
         raise UsageError("no command to run. Put it after --, e.g. -- pytest -x tests/.")
     if isinstance(passes, bool) or not isinstance(passes, int) or passes < 1:
         raise UsageError(f"passes={passes!r} must be a positive integer. Pass e.g. --passes 3.")
+    target = None if out is None else check_output_file(out, force)
     located = local_sources(list(sources))
     repos: dict[tuple[str, str], RepoRequests] = {}
     entries: dict[tuple[str, str], DraftEntry] = {}
@@ -122,7 +125,6 @@ def discover(
                 break
             entries = drafted
     text = render(entries, repos, command)
-    target = Path(out) if out is not None else None
     if target is not None:
         atomic_write(target, text)
     return Discovery(list(command), code, repos, text, target, report)
@@ -157,6 +159,7 @@ def _run_pass(
 ) -> tuple[int, int]:
     """Serve the buildable drafted entries, run the command once, merge what it asked into
     `repos`. Returns (its exit code, how many repos were served)."""
+    from tinykit._procs import TIMED_OUT, run_command
     from tinykit.hub.server import HubServer
     from tinykit.standins.build import built_entries
     from tinykit.standins.manifest import parse_manifest
@@ -175,14 +178,14 @@ def _run_pass(
         env = {k: v for k, v in os.environ.items() if k not in OFFLINE_VARS}
         env.update(hub.client_env, HF_HOME=str(work / "hf-home"))
         env.pop("HF_TOKEN")  # read-only: nothing to push, and no write token to leak
-        try:
-            code = subprocess.run(command, env=env, timeout=timeout, check=False).returncode
-        except FileNotFoundError as e:
+        try:  # its own process group: a timeout or Ctrl-C ends all it started
+            code = run_command(command, env=env, timeout=timeout).returncode
+        except (FileNotFoundError, PermissionError) as e:
             raise UsageError(
                 f"cannot run {command[0]!r}: {e.strerror}. Check the command after --."
             ) from e
-        except subprocess.TimeoutExpired:
-            code = 124  # what was asked for so far still makes a draft
+        if code == TIMED_OUT:
+            stage(f"discover: the command ran past --timeout {timeout:g} s and was stopped")
         merge_requests(repos, hub.log.records, served)
     return code, len(served)
 

@@ -25,6 +25,7 @@ from functools import cache
 from pathlib import Path
 
 from tinykit._suggest import known_model_types, normalise
+from tinykit.errors import UsageError
 
 # the text model a repo whose name says nothing is drafted as
 DEFAULT_SOURCE = "bert"
@@ -144,7 +145,11 @@ def local_sources(folders: list[str | os.PathLike[str]]) -> dict[str, Path]:
     config.json, README.md or data) in `folders`, themselves or up to two levels down."""
     found: dict[str, Path] = {}
     for top in map(Path, folders):
-        candidates = [top, *top.glob("*"), *top.glob("*/*")] if top.is_dir() else []
+        if not top.is_dir():
+            raise UsageError(
+                f"--sources {top}: no such folder. Pass folders holding local copies of repos."
+            )
+        candidates = [top, *top.glob("*"), *top.glob("*/*")]
         for folder in candidates:
             if folder.is_dir() and any(
                 (folder / f).is_file() for f in ("config.json", "README.md", "modules.json")

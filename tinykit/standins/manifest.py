@@ -41,6 +41,7 @@ from typing import Any
 
 from tinykit.artifacts.kinds import KINDS
 from tinykit.errors import UsageError
+from tinykit.hub.layout import RESERVED_ORGS
 
 # section -> the kind (and repo type) of its entries; [defaults] apply to DEFAULTS_SECTION's
 SECTIONS = {"models": "model", "datasets": "dataset"}
@@ -133,6 +134,12 @@ def _entry(where: str, kind: str, repo_id: Any, table: Any, defaults: dict) -> E
         raise UsageError(
             f"{where}: {repo_id!r} is not a Hub repo id. Write it as org/name "
             '(letters, digits, ".", "_", "-").'
+        )
+    if str(repo_id).split("/")[0].lower() in RESERVED_ORGS:
+        raise UsageError(
+            f"{where}: {repo_id!r} is not a Hub repo id: {str(repo_id).split('/')[0]!r} is a "
+            "reserved prefix of Hub URLs, not an org (a dataset goes in "
+            '[datasets."org/name"]). Use another org.'
         )
     if not isinstance(table, dict):
         raise UsageError(f"{where} must be a table with at least source = ...")

@@ -23,6 +23,9 @@ from tinykit.hub.server.guard import bad_request, check_file_path, field
 # The commit API's operation keys tinykit applies ("lfsFile" is planned as FILE: its bytes are
 # read when the commit is checked).
 FILE, DELETED_FILE, DELETED_FOLDER = "file", "deletedFile", "deletedFolder"
+# A repo folder may be a git clone: a commit never writes or deletes its git internals (the Hub
+# refuses such paths too), whatever the case on a case-insensitive file system.
+INTERNAL_DIRS = {".git"}
 
 
 @dataclass(frozen=True)
@@ -40,9 +43,9 @@ def plan(operations: list, lfs_object: Callable[[str], Path]) -> list[Operation]
         value = field(op, "value", dict)
         if key in (DELETED_FOLDER, DELETED_FILE):
             path = field(value, "path", str)
-            planned.append(Operation(key, check_file_path(path.rstrip("/") or path)))
+            planned.append(Operation(key, _repo_path(path.rstrip("/") or path)))
         elif key == FILE:
-            path = check_file_path(field(value, "path", str))
+            path = _repo_path(field(value, "path", str))
             if field(value, "encoding", str, "base64") != "base64":
                 raise bad_request(f"{path}: only base64 content is supported")
             try:
@@ -51,7 +54,7 @@ def plan(operations: list, lfs_object: Callable[[str], Path]) -> list[Operation]
                 raise bad_request(f"{path}: content is not valid base64") from None
             planned.append(Operation(FILE, path, data))
         elif key == "lfsFile":
-            path = check_file_path(field(value, "path", str))
+            path = _repo_path(field(value, "path", str))
             blob = lfs_object(field(value, "oid", str))  # validates the oid
             if not blob.is_file():
                 raise bad_request(f"{path}: LFS object {blob.name} was never uploaded")
@@ -59,6 +62,14 @@ def plan(operations: list, lfs_object: Callable[[str], Path]) -> list[Operation]
         else:
             raise bad_request(f"unsupported commit operation {key!r}")
     return planned
+
+
+def _repo_path(path: object) -> str:
+    """A checked path inside a repo that is not in its git internals."""
+    checked = check_file_path(path)
+    if any(part.lower() in INTERNAL_DIRS for part in checked.split("/")):
+        raise bad_request(f"path {checked!r} is inside the repo's .git folder: refused")
+    return checked
 
 
 def apply(folder: Path, operations: list[Operation]) -> None:

@@ -1,0 +1,177 @@
+"""A user's command run as its own process group, so that nothing it starts outlives it.
+
+Every command that runs a user's command (`mem run`, `standins discover`, bisect and matrix
+steps) goes through `run_command`: the command starts in a new session, and on Ctrl-C,
+SIGTERM or its timeout the whole group gets the signal (SIGINT for Ctrl-C, else SIGTERM), then
+SIGKILL after `GRACE` seconds, and is waited for; what the command left running in its group
+after it exited is ended the same way. Exit codes follow the shell: a command killed by signal
+N exits 128 + N (SIGKILL 137, SIGSEGV 139), never Python's negative code.
+
+`stop_on_sigterm` turns SIGTERM into a KeyboardInterrupt (`Terminated`), so the same `finally`
+blocks and this module's forwarding run for both signals.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+__all__ = [
+    "GRACE",
+    "TIMED_OUT",
+    "Finished",
+    "Terminated",
+    "end_group",
+    "run_command",
+    "shell_code",
+    "stop_on_sigterm",
+]
+
+GRACE = 5.0  # seconds between the polite signal and SIGKILL
+TIMED_OUT = 124  # the exit code of a command stopped at its timeout, as timeout(1) reports it
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C would be: the same `finally` blocks run on the way out."""
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise Terminated(f"signal {signum}")
+
+
+@contextlib.contextmanager
+def stop_on_sigterm() -> Iterator[None]:
+    """While the block runs, SIGTERM raises `Terminated` (a KeyboardInterrupt) in the main
+    thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers can only be set from the main thread
+        return
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def shell_code(returncode: int) -> int:
+    """A `Popen.returncode` as a shell reports it: -N (killed by signal N) is 128 + N."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+@dataclass
+class Finished:
+    """How a command ended: its shell-style exit code, whether its timeout stopped it, and its
+    output when it was captured."""
+
+    returncode: int
+    timed_out: bool
+    seconds: float
+    output: str = ""
+
+
+def end_group(pgid: int, sig: int = signal.SIGTERM, grace: float = GRACE) -> None:
+    """Send `sig` to process group `pgid`, SIGKILL what is left after `grace` seconds, and wait
+    (a while) until the group is gone. Members that are not this process's children are
+    reaped by init; a zombie leader must be reaped by its parent (Popen.wait) for the group
+    to end, which callers do after this."""
+    if not _group_alive(pgid):
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+    if sig != signal.SIGKILL and _wait_group(pgid, grace):
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+    _wait_group(pgid, grace)
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether a process of group `pgid` still runs (zombies do not count)."""
+    import psutil
+
+    for proc in psutil.process_iter(["status"]):
+        with contextlib.suppress(psutil.Error, OSError):
+            if proc.info["status"] != psutil.STATUS_ZOMBIE and os.getpgid(proc.pid) == pgid:
+                return True
+    return False
+
+
+def _wait_group(pgid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while _group_alive(pgid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def run_command(
+    cmd: Sequence[str] | str,
+    *,
+    timeout: float | None = None,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    capture: bool = False,
+    shell: bool = False,
+    on_start: Callable[[subprocess.Popen], object] | None = None,
+) -> Finished:
+    """Run `cmd` in its own session and wait for it (see the module docstring).
+
+    `capture` collects stdout and stderr together (else they pass through). `on_start`, if
+    given, is called with the Popen as soon as it exists (a sampler watching the tree). A timeout
+    is not an error: `Finished.timed_out` says so, with `returncode` TIMED_OUT. Ctrl-C and
+    SIGTERM are passed on to the group, then re-raised once it is gone.
+
+    Raises:
+        FileNotFoundError, PermissionError: the command cannot be started.
+    """
+    start = time.monotonic()
+    proc = subprocess.Popen(
+        cmd if isinstance(cmd, str) else list(cmd),
+        shell=shell,
+        env=None if env is None else dict(env),
+        cwd=cwd,
+        stdout=subprocess.PIPE if capture else None,
+        stderr=subprocess.STDOUT if capture else None,
+        start_new_session=True,  # its own group: one signal reaches everything it starts
+    )
+    try:
+        if on_start is not None:
+            on_start(proc)
+    except BaseException:
+        end_group(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
+    # Read in a thread: a grandchild left running would hold the pipe open past the exit.
+    chunks: list[bytes] = []
+    reader = None
+    if capture and proc.stdout is not None:
+        stream = proc.stdout
+        reader = threading.Thread(target=lambda: chunks.append(stream.read()), daemon=True)
+        reader.start()
+    timed_out = False
+    try:
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            end_group(proc.pid, signal.SIGTERM)
+            proc.wait()
+    except BaseException as e:  # Ctrl-C, SIGTERM: the command gets the same, then we go
+        end_group(proc.pid, signal.SIGINT if type(e) is KeyboardInterrupt else signal.SIGTERM)
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        proc.wait()
+        raise
+    end_group(proc.pid, signal.SIGTERM)  # what it left running in its group ends with it
+    if reader is not None:
+        reader.join(GRACE)  # a process in another session may still hold the pipe: not forever
+    code = TIMED_OUT if timed_out else shell_code(proc.returncode)
+    output = b"".join(chunks).decode(errors="replace")
+    return Finished(code, timed_out, time.monotonic() - start, output)
