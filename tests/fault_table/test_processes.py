@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import psutil
 import pytest
@@ -28,8 +27,8 @@ BERT = HUB_FILES / "google-bert" / "bert-base-uncased"
 # -- signals and concurrent writers: real processes -----------------------------------------
 
 
-def _tinykit(*args: str, **kwargs) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+def _tinykit(*args: str, env: dict[str, str] | None = None, **kwargs) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
     return subprocess.Popen(
         [sys.executable, "-m", "tinykit", *args],
         stdout=subprocess.PIPE,
@@ -56,13 +55,17 @@ def test_sigterm_mid_write_leaves_no_temp_folder(tmp_path):
 
 
 def test_sigterm_stops_hub_serve_and_removes_its_lfs_folder(tmp_path):
-    before = set(Path("/tmp").glob("tinykit-hub-lfs-*"))
-    proc = _tinykit("hub", "serve", str(tmp_path), "--quiet")
+    # its own temp folder: other tests' servers (xdist workers) make theirs in /tmp meanwhile
+    temp, hub = tmp_path / "tmp", tmp_path / "hub"
+    temp.mkdir()
+    hub.mkdir()
+    proc = _tinykit("hub", "serve", str(hub), "--quiet", env={"TMPDIR": str(temp)})
     assert "Serving" in proc.stdout.readline()
+    assert [p.name[:16] for p in temp.iterdir()] == ["tinykit-hub-lfs-"]
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0 and err == ""
-    assert set(Path("/tmp").glob("tinykit-hub-lfs-*")) <= before
+    assert list(temp.iterdir()) == []
 
 
 def test_a_stale_temp_folder_of_a_killed_run_is_removed_by_the_next_write(tmp_path, inputs):
