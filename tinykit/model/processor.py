@@ -36,7 +36,7 @@ from tinykit.frontend.processors import (
 from tinykit.model.inputs.forward import Forward, is_int
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Mapping
 
     from tinykit.frontend.tokenizer import Shipped
     from tinykit.model.choices import BuildChoices
@@ -153,13 +153,7 @@ def _settings(
     the class defaults. A sub-processor that leaves a TOKEN_COUNTS attribute unset for its
     processor to read (PaliGemma's image processor) gets the count too."""
     params = inspect.signature(cls.__init__).parameters
-    nodes = [f.config, f.vision, *_sub_configs(f.config)]
-    named: dict[str, Any] = {}
-    for name, param in params.items():
-        values = (getattr(node, name, None) for node in nodes)
-        value = next((v for v in values if _fits(param, v)), None)
-        if value is not None:
-            named[name] = value
+    named = _named_alike(params, [f.config, f.vision, *_sub_configs(f.config)])
     counts = {}
     per_image = _per_image(f, pixels)
     if per_image is not None:
@@ -167,6 +161,17 @@ def _settings(
         _fill_token_counts(subs.values(), per_image)
     tries = [{**named, **counts}, named, {}]
     return [t for i, t in enumerate(tries) if t not in tries[:i]]
+
+
+def _named_alike(params: Mapping[str, inspect.Parameter], nodes: list[Any]) -> dict[str, Any]:
+    """The constructor's settings that a config node names alike, at the first node's value."""
+    named: dict[str, Any] = {}
+    for name, param in params.items():
+        values = (getattr(node, name, None) for node in nodes)
+        value = next((v for v in values if _fits(param, v)), None)
+        if value is not None:
+            named[name] = value
+    return named
 
 
 def _fits(param: inspect.Parameter, value: Any) -> bool:
