@@ -7,7 +7,9 @@ machine): the tiny-llama fixture (2 layers, hidden 32) and a ~10M-parameter 12-l
 (hidden 256, built from its config). Per model, side by side: a plain step, `detect_anomalies`
 (full, and sampled every 10th step), transformers' `DebugUnderflowOverflow` (forward only),
 `torch.autograd.detect_anomaly` (backward only), and `tinykit.record` with stats in memory
-(ring buffer of 1000 records). Each sample times 20 steps of the tiny decoder and 10 of the 10M
+(ring buffer of 1000 records; with the step records: the inputs, the parameters at each step's
+start and the loss), given the model or attached without it (`record()`: every root module
+called). Each sample times 20 steps of the tiny decoder and 10 of the 10M
 model (--steps-10m): with 3 steps per sample a neighbour's burst on the shared machine moved one
 sample by 30% and the 10M ratios swung 1.4x-1.9x between runs; 10 steps (~2-6 s per sample)
 average such bursts out and keep the whole run at ~6-8 minutes. The sampled mode runs 10 steps
@@ -40,7 +42,12 @@ import transformers  # noqa: E402
 
 import tinykit  # noqa: E402
 
-GOALS = {"detect full": 1.5, "detect sampled": 1.1, "record stats": 2.0}
+GOALS = {
+    "detect full": 1.5,
+    "detect sampled": 1.1,
+    "record stats": 2.0,
+    "record stats (attach)": 2.0,
+}
 
 
 def cpu_seconds() -> float:
@@ -81,6 +88,7 @@ def modes(model: torch.nn.Module) -> dict[str, tuple[torch.nn.Module, object]]:
         "DebugUnderflowOverflow": (duo_model, nullcontext),
         "autograd.detect_anomaly": (model, torch.autograd.detect_anomaly),
         "record stats": (model, lambda: tinykit.record(model, frames=1000)),
+        "record stats (attach)": (model, lambda: tinykit.record(frames=1000)),
     }
 
 

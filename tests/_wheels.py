@@ -13,7 +13,7 @@ import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["write_wheel", "regression_wheels"]
+__all__ = ["NUMERICS_CHECK", "numerics_wheels", "regression_wheels", "write_wheel"]
 
 
 def _record_line(name: str, data: bytes) -> str:
@@ -80,5 +80,77 @@ def regression_wheels(
     out = []
     for v in versions:
         src = _SOURCE.format(version=v, flaky=v in flaky, bad=int(Version(v) >= Version(first_bad)))
+        out.append(write_wheel(folder, name, v, {f"{name}/__init__.py": src}))
+    return out
+
+
+# A tiny torch model package: `Net` = Linear -> Block(up, act, down) -> Linear. From `changed_in`
+# on, the activation module's forward computes differently (a tanh-approximated GELU instead of
+# the exact one), the only numerical change between releases.
+_NUMERICS_SOURCE = """VERSION = "{version}"
+
+import torch
+from torch import nn
+
+
+class Gelu(nn.Module):
+    def forward(self, x):
+        return nn.functional.gelu(x, approximate="{approximate}")
+
+
+class Block(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.up = nn.Linear(width, 2 * width)
+        self.act = Gelu()
+        self.down = nn.Linear(2 * width, width)
+
+    def forward(self, x):
+        return x + self.down(self.act(self.up(x)))
+
+
+class Net(nn.Module):
+    def __init__(self, width=8):
+        super().__init__()
+        self.embed = nn.Linear(4, width)
+        self.block = Block(width)
+        self.head = nn.Linear(width, 1)
+
+    def forward(self, x, target=None):
+        out = self.head(self.block(self.embed(x)))
+        return {{"out": out, "loss": nn.functional.mse_loss(out, target)}}
+"""
+
+# The predicate a user would write: two SGD steps of the seeded Net on fixed data; the loss must
+# match the one written to GOLDEN by the first (good) run, within float32 rounding.
+NUMERICS_CHECK = """import os, sys, torch, tknum
+torch.manual_seed(0)
+torch.set_num_threads(1)
+net = tknum.Net()
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+x = torch.linspace(-3, 3, 32).reshape(8, 4)
+target = x.sum(1, keepdim=True)
+for _ in range(2):
+    loss = net(x, target)["loss"]
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+golden = sys.argv[1]
+if not os.path.exists(golden):
+    open(golden, "w").write(repr(loss.item()))
+sys.exit(int(abs(loss.item() - float(open(golden).read())) > 1e-6))
+"""
+
+
+def numerics_wheels(
+    folder: str | os.PathLike[str], versions: list[str], *, changed_in: str, name: str = "tknum"
+) -> list[Path]:
+    """Wheels of `name` (see `_NUMERICS_SOURCE`); its `Block.act` changes numerics in `changed_in`."""
+    from packaging.version import Version
+
+    out = []
+    for v in versions:
+        approximate = "tanh" if Version(v) >= Version(changed_in) else "none"
+        src = _NUMERICS_SOURCE.format(version=v, approximate=approximate)
         out.append(write_wheel(folder, name, v, {f"{name}/__init__.py": src}))
     return out

@@ -267,6 +267,37 @@ def set_order_step() -> None:
         x = layers[name](x)
 
 
+WORDS = [
+    "the",
+    "cat",
+    "sat",
+    "on",
+    "the",
+    "mat",
+    "while",
+    "a",
+    "dog",
+    "ate",
+    "the",
+    "hat",
+    "of",
+    "the",
+    "bat",
+    "in",
+    "the",
+    "hall",
+]
+
+
+def set_vocab_step() -> None:
+    """A label vocabulary built with set(): its token ids follow each process's hash seed, so
+    the tiny llama is fed other ids in every process (the data, not a module, differs)."""
+    vocab = {word: i for i, word in enumerate(set(WORDS))}  # the bug: sorted(set(...)) is stable
+    ids = torch.tensor([[vocab[w] for w in WORDS[:SEQ]], [vocab[w] for w in WORDS[SEQ : 2 * SEQ]]])
+    model = tiny_llama()
+    model(input_ids=ids, labels=ids).loss.backward()
+
+
 def failing_step() -> None:
     raise ZeroDivisionError("failing_step divides by zero on purpose")
 

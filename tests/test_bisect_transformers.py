@@ -49,3 +49,43 @@ def test_fixture_compat_between_two_releases():
     print("\n" + result.markdown())
     assert all(c["load"] == "ok" for c in result.cells["tiny-llama"].values())
     assert result.same_logits("tiny-llama") is not None
+
+
+REPRO = """import sys, torch, transformers
+torch.set_num_threads(1)
+torch.manual_seed(0)
+model = transformers.AutoModelForCausalLM.from_pretrained(sys.argv[1])
+opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+for step in range(2):
+    ids = (torch.arange(16).reshape(2, 8) * (step + 1)) % 50 + 3
+    model(input_ids=ids, attention_mask=torch.ones_like(ids), labels=ids).loss.backward()
+    opt.step()
+    opt.zero_grad()
+"""
+
+
+@pytest.mark.tinykit_slow
+def test_dumps_versions_on_two_real_releases(tmp_path, capsys):
+    """`tinykit dumps versions transformers 5.22.2 5.24.0 -- python script.py`: both releases
+    record the script (two training steps of the tiny-llama fixture) and the diff reports."""
+    import json
+    import sys
+
+    import tinykit
+    from tinykit.cli import main
+
+    script = tmp_path / "repro.py"
+    script.write_text(REPRO)
+    fixture = str(tinykit.fixture_path("tiny-llama"))
+    argv = ["dumps", "versions", "transformers", "5.22.2", "5.24.0", "-o", str(tmp_path / "d")]
+    code = main([*argv, "--json", "--", sys.executable, str(script), fixture])
+    result = json.loads(capsys.readouterr().out)
+    print(f"\n{result['first']}")
+    assert result["exit_codes"] == [0, 0] and code == (0 if result["equal"] else 1)
+    assert result["first"].startswith(("no divergence", "first divergence"))
+    for version in ("5.22.2", "5.24.0"):
+        manifest = json.loads(
+            (tmp_path / "d" / f"transformers-{version}" / "manifest.json").read_text()
+        )
+        assert manifest["versions"]["transformers"] == version
+        assert manifest["model"]["class"] == "LlamaForCausalLM"

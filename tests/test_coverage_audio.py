@@ -4,7 +4,8 @@ for a class without a forward of its own."""
 
 from __future__ import annotations
 
-from tinykit.coverage.sweep import sweep, upstream_error
+from tinykit.coverage.apart import upstream_error
+from tinykit.coverage.sweep import sweep
 from tinykit.model.size import MULTIMODAL_BUDGET
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tinykit.coverage.sweep import CoverageRow, figures, summarize, sweep
+from tinykit.coverage.apart import missing_package
+from tinykit.coverage.sweep import CoverageRow, figures, summarize, summary_lines, sweep
 from tinykit.model.config import shrink_config
 from tinykit.model.size import MULTIMODAL_BUDGET
 from tinykit.model.spec import ShrinkSpec
@@ -67,18 +68,35 @@ def test_summary_figures_count_upstream_failures_apart():
         CoverageRow("a", True, "ok", 1, 1.0),
         CoverageRow("b", False, "forward failed", 1, 3.0),
         CoverageRow("c", False, "x", 0, 2.0, upstream=True),
+        CoverageRow("d", False, "requires the timm library but ...", 0, 9.0, needs="timm"),
     ]
     got = figures(rows)
     assert (got["passed"], got["total"], got["buildable"], got["upstream_broken"]) == (
         1,
-        3,
+        4,
         2,
         ["c"],
     )
-    assert (got["rate_buildable"], got["median_seconds"], got["seconds"]) == (0.5, 2.0, 6.0)
-    report = summarize(rows, {"a": "vision", "b": "vision", "c": "audio"})
-    assert report["groups"]["vision"]["total"] == 2 and report["groups"]["audio"]["buildable"] == 0
-    assert [r["group"] for r in report["rows"]] == ["vision", "vision", "audio"]
+    assert got["needs_package"] == {"d": "timm"}
+    assert (got["rate_buildable"], got["median_seconds"], got["seconds"]) == (0.5, 2.5, 15.0)
+    groups = {"a": "vision", "b": "vision", "c": "audio", "d": "vision"}
+    report = summarize(rows, groups)
+    assert report["groups"]["vision"]["total"] == 3 and report["groups"]["audio"]["buildable"] == 0
+    assert [r["group"] for r in report["rows"]] == ["vision", "vision", "audio", "vision"]
+    assert summary_lines(report)[0].endswith("(needs timm: d)")
+
+
+def test_a_type_that_needs_a_missing_package_is_set_apart_naming_it(coverage_classes):
+    import importlib.util
+
+    if importlib.util.find_spec("timm") is not None:
+        pytest.skip("timm is installed here: timm_wrapper builds")
+    [row] = sweep(["timm_wrapper"], coverage_classes)
+    assert (row.ok, row.upstream, row.needs) == (False, False, "timm"), row.reason
+    assert "timm" in row.reason
+    assert missing_package("No module named 'natten.functional'") == "natten"
+    assert missing_package("scheduler requires `diffusers`. Install it with pip") == "diffusers"
+    assert missing_package("shape mismatch: [4, 8] vs [4, 16]") == ""
 
 
 def test_any_resolution_grids_and_tower_layer_indexes_follow_the_tiny_tower():

@@ -91,6 +91,23 @@ def test_process_mode_sees_what_one_process_hides(monkeypatch):
     assert e.value.first_diff.kind in ("state", "forward")
 
 
+def test_data_that_follows_python_s_hash_seed_is_named_as_hash_order(monkeypatch):
+    monkeypatch.delenv("PYTHONHASHSEED", raising=False)
+    with pytest.raises(NondeterminismError) as e:
+        check_determinism(cases.set_vocab_step, mode="process")
+    first = e.value.first_diff
+    assert (first.kind, first.cause) == ("input", "hash order")
+    assert "It is Python's hash order: two more runs with PYTHONHASHSEED=0 match" in first.detail
+    assert "seed the data loader" not in first.detail  # not the DataLoader advice
+    # the DataLoader-order case is still the data, and is said not to be hash order
+    with pytest.raises(NondeterminismError) as e:
+        check_determinism(cases.llama_data, mode="process")
+    assert e.value.first_diff.cause == "" and "Not Python's hash order" in str(e.value)
+    # with the seed fixed for every run, the same function is deterministic
+    monkeypatch.setenv("PYTHONHASHSEED", "0")
+    assert check_determinism(cases.set_vocab_step, mode="process").equal
+
+
 def test_tolerance_accepts_reduction_order_noise_but_still_blames_the_root_cause():
     report = check_determinism(cases.llama_atomics, mode="inprocess", atol=1e-2)
     assert report.equal and report.atol == 1e-2

@@ -66,17 +66,18 @@ def test_shipped_fixtures_verify_from_a_fresh_checkout(tmp_path):
 
 
 def _weights_and_budget(folder):
-    """(bytes of the weights, the budget of a tiny model of its kind), from the config alone."""
+    """(bytes of the weight files as written, persistent buffers included; the budget of a tiny
+    model of its kind, from the config alone)."""
     import torch
     import transformers
 
     from tinykit.model.load import architecture_class
-    from tinykit.model.size import budget, weight_bytes
+    from tinykit.model.size import budget, saved_bytes
 
     config = transformers.AutoConfig.from_pretrained(folder)
     with torch.device("meta"):
         model = architecture_class(config, folder)._from_config(config)
-    return weight_bytes(model), budget(model)
+    return saved_bytes(folder), budget(model)
 
 
 def test_lock_then_verify_passes_a_corrupt_cache_entry_is_rebuilt_and_drift_is_reported(

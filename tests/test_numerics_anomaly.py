@@ -119,6 +119,15 @@ def test_float16_overflow_in_one_mlp_is_warned_about_then_named(tiny_model):
     )
     assert report["made_by"] == "model.layers.1.mlp" and report["step"] == 0
     assert report["cause"] == "float16 overflow" and report["dtype"] == "float16"
+    # the hint shows the numbers that matter: the operands' ranges and their weights, made by
+    # the MLP's forward from gate_proj and up_proj outputs of ~1e3 each (product ~1e6 > 65504)
+    ranges = report["ranges"]
+    for name in ("gate_proj", "up_proj"):
+        absmin, absmax = ranges[f"model.layers.1.mlp.{name}"]["output"]
+        assert 5e2 < absmax < 65504 and 0 <= absmin < absmax
+    hint = report["hint"]
+    assert "made in the forward of 'model.layers.1.mlp' from model.layers.1.mlp.gate_proj " in hint
+    assert "output |x| in [" in hint and "weight |x| in [" in hint and "abs max 0" not in hint
     assert report["frames"][-1]["module"] == "model.layers.1.mlp.down_proj"
 
 

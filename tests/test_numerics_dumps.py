@@ -1,13 +1,14 @@
 """tinykit.record dumps, diff_dumps and `tinykit dumps diff`, describe, and the pytest fixtures.
 
-The diff cases: one layer's weights perturbed by 1e-3 (that layer is the first divergence, later
-layers are downstream), a recording against itself (no divergence), a recording with one extra
-module call (reported, the right first divergence still named), and a dump written by another
-process. Bad input (not a dump, different models, a truncated shard) gives one line, exit != 0.
+The diff cases: one layer's computation perturbed by 1e-3 (that layer is the first divergence,
+later layers are downstream), its weights perturbed instead (the parameter is named, not the
+layer), a recording against itself (no divergence), a recording with one extra module call
+(reported, the right first divergence still named), and a dump written by another process. Bad input (not a dump, different models, a truncated shard) gives one line, exit != 0.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -39,15 +40,47 @@ def _record(model, out, **kwargs):
     return rec
 
 
+@contextlib.contextmanager
+def perturbed(model):
+    """Layer 1's down_proj computes its output + 1e-3 (same inputs, same weights)."""
+    down = model.model.layers[1].mlp.down_proj
+    down.forward = lambda x, forward=down.forward: forward(x) + 1e-3
+    try:
+        yield
+    finally:
+        del down.forward
+
+
 @pytest.fixture
 def llama_dumps(tiny_model, tmp_path):
-    """(model, folder of the model, reference dump, dump after perturbing layer 1's MLP)."""
+    """(model, folder of the model, reference dump, dump with layer 1's down_proj perturbed)."""
     model, path = tiny_model("tiny-llama")
     _record(model, tmp_path / "a")
+    with perturbed(model):
+        _record(model, tmp_path / "b")
+    return model, path, tmp_path / "a", tmp_path / "b"
+
+
+def test_perturbed_weights_are_named_as_the_parameter_not_the_layer(llama_dumps, tmp_path):
+    model, _, a, _ = llama_dumps
     with torch.no_grad():
         model.model.layers[1].mlp.down_proj.weight.add_(1e-3)
-    _record(model, tmp_path / "b")
-    return model, path, tmp_path / "a", tmp_path / "b"
+    _record(model, tmp_path / "weights")
+    result = tinykit.diff_dumps(a, tmp_path / "weights")
+    root = result.root
+    assert (root.kind, root.tensor, root.step) == (
+        "params",
+        "model.layers.1.mlp.down_proj.weight",
+        0,
+    )
+    assert (root.mismatched, root.total, root.tensors_differing) == (64 * 32, 64 * 32, 1)
+    assert "differs at the start of step 0 (2048 of 2048 elements)" in result.text()
+    assert "initialised or loaded differently" in result.text()
+    # the layer that reads it is not blamed: what it computes follows from the weights
+    assert {r.status for r in result.rows if r.module.startswith("model.layers.1.mlp")} <= {
+        "match",
+        "downstream",
+    }
 
 
 def test_a_perturbed_layer_is_the_first_divergence_and_later_layers_are_downstream(llama_dumps):
@@ -55,6 +88,7 @@ def test_a_perturbed_layer_is_the_first_divergence_and_later_layers_are_downstre
     result = tinykit.diff_dumps(a, b)
     assert not result.equal
     assert (result.root.module, result.root.kind) == ("model.layers.1.mlp.down_proj", "forward")
+    assert "its output differs while its inputs and the step's parameters matched" in result.text()
     assert "Mismatched elements: " in result.root.detail
     assert "Greatest absolute difference" in result.root.detail
     status = {(r.module, r.kind): r.status for r in result.rows}
@@ -86,7 +120,8 @@ def test_an_extra_module_call_is_reported_and_the_root_still_named(llama_dumps, 
     # an extra call of layer 0's MLP in the middle of the run; its result is discarded
     handle = layer0.register_forward_hook(lambda m, args, out: [m.mlp(args[0]), None][1])
     try:
-        _record(model, tmp_path / "c")
+        with perturbed(model):
+            _record(model, tmp_path / "c")
     finally:
         handle.remove()
     result = tinykit.diff_dumps(a, tmp_path / "c")

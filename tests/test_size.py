@@ -11,7 +11,7 @@ import pytest
 
 from tinykit.coverage.sweep import sweep
 from tinykit.model.config import shrink_config
-from tinykit.model.size import MULTIMODAL_BUDGET, TEXT_BUDGET, budget, find_leaks
+from tinykit.model.size import MULTIMODAL_BUDGET, TEXT_BUDGET, budget, find_leaks, saved_bytes
 from tinykit.model.spec import ShrinkSpec
 
 LEAK_RECIPE = 'model_types = ["gpt2"]\n\n[set]\nn_positions = 4096\n'
@@ -82,6 +82,32 @@ def test_make_tiny_writes_nothing_when_the_check_fails_and_verify_names_the_key(
     assert checked.returncode == 1
     problems = json.loads(checked.stdout)["problems"]
     assert any("size leak" in p and "n_positions=4096" in p for p in problems), problems
+
+
+def test_a_persistent_buffer_over_the_budget_is_refused_and_traced_to_its_key(tmp_path):
+    # MiniMax's lightning attention saves a [1, heads, block_size, block_size] decay buffer per
+    # layer: at its default block_size of 256 the parameters fit the budget, the written file
+    # does not. The shipped cap keeps it within; a recipe putting 256 back must be refused.
+    default = tmp_path / "tiny-minimax"
+    built = tinykit("make-tiny", "minimax", "-o", default)
+    assert built.returncode == 0, built.stderr
+    assert 0 < saved_bytes(default) <= TEXT_BUDGET  # the build's own check passed, on disk too
+
+    recipe = tmp_path / "blocks.toml"
+    recipe.write_text('model_types = ["minimax"]\n\n[set]\nblock_size = 256\n')
+    out = tmp_path / "tiny-minimax-256"
+    refused = tinykit("make-tiny", "minimax", "-o", out, "--recipe", recipe)
+    assert refused.returncode == 1, refused.stderr
+    assert "diagonal_decay" in refused.stderr and "block_size=256" in refused.stderr
+    assert not out.exists()
+
+    written = tinykit("make-tiny", "minimax", "-o", out, "--recipe", recipe, "--no-check")
+    assert written.returncode == 0, written.stderr
+    report = json.loads(tinykit("verify", out, "--json").stdout)
+    on_disk = (out / "model.safetensors").stat().st_size
+    assert report["weight_bytes"] == on_disk > TEXT_BUDGET >= 4 * report["params"]
+    [over] = [p for p in report["problems"] if "budget" in p]
+    assert "diagonal_decay [1, 4, 256, 256]" in over and "block_size=256" in over, over
 
 
 # One type from each group of leaks the generic vocabulary fixed, and one per input rule: a

@@ -95,6 +95,19 @@ ROWS: dict[str, dict[str, Row]] = {
     },
     "dumps": {
         "missing folder": row("dumps diff {in}/nope {in}/nope", 2, "nope"),
+        "align-steps not A:B": row(
+            "dumps diff {dump}/good {dump}/good --align-steps 2-0", 2, "A:B"
+        ),
+        "versions: no command": row("dumps versions pkg 1.0 2.0", 2, "no command"),
+        "versions: out not empty": row(
+            "dumps versions pkg 1.0 2.0 -o {in}/full-out -- true", 2, "not empty"
+        ),
+        "versions: does not install": row(
+            "dumps versions pkg 1.0 2.0 --modules x --tensors full --find-links {in}/nope "
+            "--index-url http://127.0.0.1:9 --cache-dir {in}/empty --timeout 5 --json -- true",
+            2,
+            "does not install",
+        ),
         "not a dump": row("dumps diff {in}/empty {in}/empty", 2, "not a tinykit dump"),
         "a file": row("dumps diff {in}/a-file {in}/a-file", 2, "a-file"),
         "manifest not json": row("dumps diff {in}/cfg-bad {in}/cfg-bad", 2, "no manifest"),

@@ -105,6 +105,13 @@ ROWS: dict[str, dict[str, Row]] = {
         "patch-size not a number": row("make-tiny llama --patch-size x", 2, "--patch-size"),
         "seed not a number": row("make-tiny llama --seed x", 2, "--seed"),
         "pooling unknown": row("make-tiny bert --pooling median -o {out}/t", 2, "median"),
+        "tokens-from missing folder": row(
+            "make-tiny llama --tokens-from {in}/nope -o {out}/t", 2, "nope"
+        ),
+        "add-token empty": row("make-tiny llama --add-token= -o {out}/t", 2, "add_tokens"),
+        "special-token without a role": row(
+            "make-tiny llama --special-token pad -o {out}/t", 2, "ROLE=TOKEN"
+        ),
         "force over a folder tinykit did not write": row(
             "make-tiny llama -o {in}/full-out --force", 2, "--force will not replace"
         ),

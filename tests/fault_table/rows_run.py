@@ -78,6 +78,12 @@ ROWS: dict[str, dict[str, Row]] = {
     },
     "bisect versions": {
         "no action": row("bisect", 2, "required"),
+        "record, same ends": row(
+            "bisect versions pkg --versions 1.0,2.0,3.0 --good 1.0 --bad 1.0 --record "
+            "--record-dir {in}/full-out -- true",
+            2,
+            "same version",
+        ),
         "good not a version": row(
             "bisect versions pkg --versions 1.0,2.0,3.0 --good x!y --bad 3.0 -- true",
             2,
@@ -129,6 +135,11 @@ ROWS: dict[str, dict[str, Row]] = {
     },
     "bisect commits": {
         "no repo": row("bisect commits --good a --bad b -- true", 2, "--repo"),
+        "record, not a clone": row(
+            "bisect commits --repo {in}/empty --good a --bad b --record --record-dir {out}/d -- true",
+            2,
+            "not a git clone",
+        ),
         "not a clone": row("bisect commits --repo {in}/empty --good a --bad b -- true", 2, "git"),
         "good not a commit": row(
             "bisect commits --repo {repo} --good nope --bad v0.2 -- true", 2, "'nope'"
@@ -164,5 +175,17 @@ ROWS: dict[str, dict[str, Row]] = {
             2,
             "PEP 440",
         ),
+    },
+    "record": {
+        "no out": row("record -- true", 2, "-o DIR is required"),
+        "no command": row("record -o {out}/r", 2, "no command"),
+        "out not empty": row("record -o {in}/full-out -- true", 2, "not empty"),
+        "steps not numbers": row("record -o {out}/r --steps x -- true", 2, "--steps"),
+        "what unknown": row(
+            "record -o {out}/r --what nope --modules x --tensors full -- true", 2, "unknown"
+        ),
+        "max-bytes zero": row("record -o {out}/r --max-bytes 0 -- true", 2, "--max-bytes"),
+        "first-step negative": row("record -o {out}/r --first-step -1 -- true", 2, "--first-step"),
+        "runs no model": row("record -o {out}/r --json -- true", 2, "nothing was recorded"),
     },
 }

@@ -140,3 +140,50 @@ def test_under_xdist_each_test_and_each_rank_gets_its_own_figure(pytester):
         r"budget of 60\.0 MB",
         out,
     ), out
+
+
+WARMUP = """
+import pytest, torch
+
+PATH = {path!r}
+
+def build():
+    import transformers   # its modeling code loads the first time a test of the worker builds one
+    return transformers.AutoModelForCausalLM.from_pretrained(PATH)
+
+def test_a_builds_first():
+    build()
+
+@pytest.mark.tinykit_limit_memory(host="60 MB")
+def test_budgeted():
+    model = build()
+    ids = torch.arange(16).reshape(2, 8) % 50 + 3
+    model(input_ids=ids, labels=ids).loss.backward()
+"""
+
+
+def _imports(out: str, name: str) -> float:
+    row = re.search(rf"first-time imports \+([\d.]+) (MB|KB)\s+\S*::{name}\b", out)
+    return 0.0 if row is None else float(row.group(1)) / (1 if row.group(2) == "MB" else 1e3)
+
+
+def test_a_budget_gives_the_same_verdict_whatever_ran_before_it(pytester):
+    """A 0.4 MB model's test: alone, it imports transformers' modeling code (well over its 60 MB
+    budget); after a test that built a model, it does not. Both pass: the warm-up is reported
+    apart and left out."""
+    import tinykit
+
+    pytester.makepyfile(test_warmup=WARMUP.format(path=str(tinykit.fixture_path("tiny-llama"))))
+    flags = ["-p", "no:randomly", "-p", "no:xdist", "--tinykit-memory"]
+    alone = pytester.runpytest_subprocess(*flags, "-k", "budgeted")
+    alone.assert_outcomes(passed=1)
+    after = pytester.runpytest_subprocess(*flags)
+    after.assert_outcomes(passed=2)
+    first, second = alone.stdout.str(), after.stdout.str()
+    assert _figure(first, "test_budgeted") > 60 and _imports(first, "test_budgeted") > 60, first
+    assert _imports(second, "test_budgeted") < 5, second
+    own_alone = _figure(first, "test_budgeted") - _imports(first, "test_budgeted")
+    assert own_alone < 60 and abs(own_alone - _figure(second, "test_budgeted")) < 30, (
+        first,
+        second,
+    )

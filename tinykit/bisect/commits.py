@@ -91,8 +91,15 @@ def bisect_commits(
     skip_on: str | None = None,
     terms: tuple[str, str] = (GOOD, BAD),
     log: Callable[[str], None] | None = None,
+    record: bool = False,
+    record_dir: str | os.PathLike[str] | None = None,
 ) -> BisectResult:
-    """Find the first commit between `good` and `bad` where `cmd` fails."""
+    """Find the first commit between `good` and `bad` where `cmd` fails.
+
+    `record`: then install and run `cmd` recorded (`tinykit record`) at the first bad commit's
+    parent and at the first bad commit, into `record_dir` (default: a new temporary folder,
+    kept), and name the first divergence of the two dumps in `result.numerics`.
+    """
     start = time.perf_counter()
     repo = str(repo)
     if not cmd:
@@ -183,6 +190,12 @@ def bisect_commits(
                 "Run the step by hand in the clone to see why."
             )
         first_sha = first.group(1) if first else None
+        numerics: dict[str, Any] = {}
+        if record and first_sha:
+            say(f"recording {first_sha[:10]}^ and {first_sha[:10]}")
+            numerics = _record_ends(
+                work, tmp / "venv", first_sha, cmd, install, timeout, record_dir
+            )
         return BisectResult(
             noun="commit",
             good=good_sha,
@@ -197,6 +210,7 @@ def bisect_commits(
             repo=repo,
             subject=_git(repo, "log", "-1", "--format=%s", first_sha) if first_sha else "",
             log=bisect_log,
+            numerics=numerics,
         )
     finally:
         subprocess.run(
@@ -204,6 +218,37 @@ def bisect_commits(
         )
         _git(repo, "worktree", "prune", check=False)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _record_ends(
+    work: Path,
+    venv: Path,
+    first_bad: str,
+    cmd: Sequence[str],
+    install: str | None,
+    timeout: float | None,
+    record_dir: str | os.PathLike[str] | None,
+) -> dict[str, Any]:
+    """Install the first bad commit's parent, then the commit, in the bisect's checkout and venv,
+    and record `cmd` at each (as the step wrapper runs it); the two dumps' first divergence."""
+    from tinykit.bisect.recorded import compare_recordings, dumps_folder
+    from tinykit.numerics.attach import record_command
+
+    folder = dumps_folder(record_dir, "tinykit-commits-")
+    env = {**os.environ, "PYTHONPATH": _tinykit_path(), "VIRTUAL_ENV": str(venv)}
+    env["PATH"] = os.pathsep.join([str(venv / "bin"), env.get("PATH", "")])
+    parent = _git(work, "rev-parse", f"{first_bad}^")
+    recordings = []
+    for sha in (parent, first_bad):
+        _git(work, "checkout", "--quiet", "--detach", sha)
+        if install:
+            done = subprocess.run(install, shell=True, cwd=work, env=env, capture_output=True)
+            if done.returncode != 0:
+                raise BisectAborted(f"--record: the install of {sha[:10]} failed again")
+        recordings.append(
+            record_command(cmd, folder / sha[:10], env=env, cwd=work, timeout=timeout, capture=True)
+        )
+    return compare_recordings(parent, recordings[0], first_bad, recordings[1]).to_dict()
 
 
 def _tinykit_path() -> str:

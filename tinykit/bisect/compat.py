@@ -5,8 +5,11 @@ version's cached overlay (the one `tinykit bisect versions` uses) and, per named
 builds it (the artifact cache is keyed by package versions, so each version builds its own),
 loads it with the class its config names, and hashes the logits of a fixed input. The table puts
 the versions side by side; "same logits" compares the hashes across every version that got one.
+That forward is recorded (`tinykit.record`) in each version, and a fixture whose logits differ
+gets the first divergence of its recordings (`tinykit dumps diff`: which module, input or
+parameter changed) against the first version with logits, in `divergence` and under the table.
 
-    python -m tinykit.bisect.compat NAME ...   # the per-version probe, prints JSON
+    python -m tinykit.bisect.compat NAME ... [--record DIR]   # the per-version probe, JSON
 """
 
 from __future__ import annotations
@@ -14,10 +17,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from tinykit.bisect.envs import overlay
@@ -33,6 +39,9 @@ class CompatResult:
     versions: list[str]
     # fixture -> version -> {"build": "ok"|error, "load": ..., "logits": sha256 | None}
     cells: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    # fixture -> version -> the first divergence of its recorded forward against the first
+    # version with logits (only where the logits differ)
+    divergence: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def same_logits(self, name: str) -> bool | None:
         hashes = {c.get("logits") for c in self.cells[name].values() if c.get("logits")}
@@ -64,6 +73,9 @@ class CompatResult:
                     shown.append(f"ok {c['logits'][:10]}" if c.get("logits") else "ok (no logits)")
             same = {True: "yes", False: "NO", None: "-"}[self.same_logits(name)]
             lines.append(f"| {name} | {' | '.join(shown)} | {same} |")
+        for name, per_version in self.divergence.items():
+            for version, text in per_version.items():
+                lines.append(f"{name} {self.package} {version}: {text}")
         return "\n".join(lines)
 
 
@@ -89,7 +101,27 @@ def fixtures_compat(
     probe = [sys.executable, "-m", "tinykit.bisect.compat", *(names or [])]
     if fixtures_dir:
         probe += ["--fixtures-dir", fixtures_dir]
-    for version in chosen:
+    dumps = Path(tempfile.mkdtemp(prefix="tinykit-compat-"))
+    try:
+        _run_versions(result, probe, dumps, names, find_links, index_url, cache_dir, artifact_cache)
+        _diverging(result, dumps)
+    finally:
+        shutil.rmtree(dumps, ignore_errors=True)
+    return result
+
+
+def _run_versions(
+    result: CompatResult,
+    probe: list[str],
+    dumps: Path,
+    names: Sequence[str] | None,
+    find_links: str | None,
+    index_url: str | None,
+    cache_dir: str | os.PathLike[str] | None,
+    artifact_cache: str | os.PathLike[str] | None,
+) -> None:
+    package = result.package
+    for version in result.versions:
         env = overlay(
             package, version, find_links=find_links, index_url=index_url, cache_dir=cache_dir
         )
@@ -99,7 +131,8 @@ def fixtures_compat(
             child_env = env.environ()
             if artifact_cache:
                 child_env["TINYKIT_CACHE"] = str(artifact_cache)
-            done = subprocess.run(probe, env=child_env, capture_output=True, text=True)
+            record = ["--record", str(dumps / version)]
+            done = subprocess.run(probe + record, env=child_env, capture_output=True, text=True)
             lines = done.stdout.strip().splitlines()
             if done.returncode != 0 or not lines:
                 last = (done.stderr.strip().splitlines() or ["no output"])[-1]
@@ -108,19 +141,44 @@ def fixtures_compat(
                 cells = json.loads(lines[-1])
         for name, cell in cells.items():
             result.cells.setdefault(name, {})[version] = cell
-    return result
 
 
-def _logits_digest(model: Any) -> str | None:
+def _diverging(result: CompatResult, dumps: Path) -> None:
+    """The first divergence of each fixture whose logits differ, against the first version."""
+    from tinykit.errors import UsageError
+    from tinykit.numerics.diff import diff_dumps
+
+    for name, row in result.cells.items():
+        if result.same_logits(name) is not False:
+            continue
+        with_logits = [v for v in result.versions if row.get(v, {}).get("logits")]
+        ref = with_logits[0]
+        for version in with_logits[1:]:
+            if row[version]["logits"] == row[ref]["logits"]:
+                continue
+            try:
+                text = diff_dumps(dumps / ref / name, dumps / version / name).text()
+                text = f"against {ref}, " + text.splitlines()[0]
+            except UsageError as e:
+                text = f"against {ref}, not comparable: {e}"
+            result.divergence.setdefault(name, {})[version] = text
+
+
+def _logits_digest(model: Any, record_to: Path | None = None) -> str | None:
     """sha256 of the logits on make_inputs' seeded inputs (one sample of 8 tokens, and the
-    pixels or audio the model reads); None when they cannot be made or run, or give no logits."""
+    pixels or audio the model reads); None when they cannot be made or run, or give no logits.
+    `record_to`: the forward is recorded there (`tinykit.record`)."""
+    import contextlib
+
     import torch
 
     from tinykit.model.inputs import make_inputs
+    from tinykit.numerics.record import record
 
     model.eval()
     try:
-        with torch.no_grad():
+        recording = record(model, out=record_to) if record_to else contextlib.nullcontext()
+        with torch.no_grad(), recording:
             out = model(**make_inputs(model, batch=1, seq=8).forward)
     except Exception:  # a cell of the table (not compared), not a crash of the probe
         return None
@@ -135,10 +193,14 @@ def _probe(argv: list[str]) -> dict[str, dict[str, Any]]:
     from tinykit.artifacts.kinds import KINDS, MODEL
     from tinykit.model.load import load_model
 
-    folder = None
+    folder = record_dir = None
     if "--fixtures-dir" in argv:
         i = argv.index("--fixtures-dir")
         folder, argv = argv[i + 1], argv[:i] + argv[i + 2 :]
+    if "--record" in argv:
+        i = argv.index("--record")
+        record_dir, argv = Path(argv[i + 1]), argv[:i] + argv[i + 2 :]
+        record_dir.mkdir(parents=True, exist_ok=True)
     specs = [
         s for s in named.select(named.load_specs(folder), argv or None) if KINDS[s.kind] is MODEL
     ]
@@ -158,7 +220,7 @@ def _probe(argv: list[str]) -> dict[str, dict[str, Any]]:
         except Exception as e:
             cell["load"] = f"{type(e).__name__}: {e}".splitlines()[0][:200]
             continue
-        cell["logits"] = _logits_digest(model)
+        cell["logits"] = _logits_digest(model, record_dir / spec.name if record_dir else None)
     return cells
 
 

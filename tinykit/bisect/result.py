@@ -3,7 +3,9 @@
 Both searches test points (a version, a commit) with the same steps and outcomes, so one class
 holds the answer, renders the table the CLI prints and is the `--json` output. The fields only
 one search fills (the searched releases and the ends' environment diff; the clone, the first bad
-commit's subject and `git bisect log`) stay empty in the other.
+commit's subject and `git bisect log`) stay empty in the other. With `--record` both searches
+also fill `numerics`: the command recorded at the last good and the first bad point, and the
+first divergence of the two dumps (`tinykit.bisect.recorded.NumericsDiff`).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class BisectResult:
     repo: str = ""  # across commits: the clone
     subject: str = ""  # across commits: the first bad commit's subject line
     log: str = ""  # across commits: `git bisect log`
+    numerics: dict[str, Any] = field(default_factory=dict)  # with --record: NumericsDiff
 
     @property
     def found(self) -> bool:
@@ -85,7 +88,7 @@ class BisectResult:
         )
 
     def _notes(self) -> list[str]:
-        """The flaky and skipped points, and how the ends' environments differ."""
+        """The flaky and skipped points, how the ends' environments differ, their numerics."""
         lines = []
         if self.flaky:
             lines.append(f"flaky (passed and failed on repeat): {', '.join(self.flaky)}")
@@ -93,7 +96,15 @@ class BisectResult:
             lines.append(f"skipped: {', '.join(map(_short, self.skipped))}")
         for d in self.env_diff[:12]:
             lines.append(f"env {d['section']}.{d['key']}: {d['a']} -> {d['b']}")
-        return lines
+        return [*lines, *self._numerics_lines()]
+
+    def _numerics_lines(self) -> list[str]:
+        """With --record: the ends recorded and the first divergence of their dumps."""
+        if not self.numerics:
+            return []
+        n = self.numerics
+        points = f"{_short(n['old'])} -> {_short(n['new'])}"
+        return [f"numerics {points}: {n['first']}", f"dumps: {' '.join(n['dumps'])}"]
 
 
 def _short(point: str) -> str:

@@ -100,8 +100,15 @@ def bisect_versions(
     cwd: str | None = None,
     capture_env: bool = True,
     log: Callable[[str], None] | None = None,
+    record: bool = False,
+    record_dir: str | os.PathLike[str] | None = None,
 ) -> BisectResult:
-    """Find the first release of `package` where `cmd` goes from passing to failing."""
+    """Find the first release of `package` where `cmd` goes from passing to failing.
+
+    `record`: then run `cmd` recorded (`tinykit record`) at the last good and the first bad
+    release, into `record_dir` (default: a new temporary folder, kept), and name the first
+    divergence of the two dumps in `result.numerics`.
+    """
     import time
 
     start = time.perf_counter()
@@ -191,6 +198,23 @@ def bisect_versions(
     undecided = [points[i] for i in sorted(untestable) if lo < i < hi]
     ends = envs[points[lo]], envs[points[hi]]  # both were tested: the ends are checked first
     env_diff = _capture_both(*ends) if capture_env and not any(e.failed for e in ends) else []
+    numerics: dict[str, Any] = {}
+    if record and not undecided:
+        from tinykit.bisect.recorded import diff_versions
+
+        say(f"recording {package} {points[lo]} and {points[hi]}")
+        numerics = diff_versions(
+            package,
+            points[lo],
+            points[hi],
+            cmd,
+            out=record_dir,
+            find_links=find_links,
+            index_url=index_url,
+            cache_dir=cache_dir,
+            cwd=cwd,
+            timeout=timeout,
+        ).to_dict()
     return BisectResult(
         noun="version",
         good=good,
@@ -206,4 +230,5 @@ def bisect_versions(
         package=package,
         releases=points,
         env_diff=env_diff,
+        numerics=numerics,
     )

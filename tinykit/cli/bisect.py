@@ -13,6 +13,7 @@ EXAMPLES = [
     "tinykit bisect versions transformers --good 5.0.0 --bad 5.3.0 -- pytest -x tests/test_x.py",
     "tinykit bisect versions mypkg --good 1.0 --bad 1.9 --find-links wheels/ --repeat 3 -- ./repro.sh",
     "tinykit bisect commits --repo ./transformers --good v5.1.0 --bad v5.2.0 -- python repro.py",
+    "tinykit bisect versions tknum --good 1.0 --bad 1.4 --find-links wheels/ --record -- python t.py",
 ]
 
 
@@ -34,6 +35,15 @@ def _common(p: argparse.ArgumentParser) -> None:
     timeout_option(p, "a step and count it a timeout")
     p.add_argument("--term-old", default="good", help="name for the old state (e.g. broken)")
     p.add_argument("--term-new", default="bad", help="name for the new state (e.g. fixed)")
+    p.add_argument(
+        "--record",
+        action="store_true",
+        help="then record CMD at the last good and the first bad point (tinykit record) and "
+        "name the first diverging module (or input, or parameter) of the two dumps",
+    )
+    p.add_argument(
+        "--record-dir", metavar="DIR", help="where --record writes its dumps (default: a temp dir)"
+    )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
@@ -122,6 +132,8 @@ def run_versions(args: argparse.Namespace) -> int:
         cache_dir=args.cache_dir,
         capture_env=not args.no_env_capture,
         log=None if args.json else _log,
+        record=args.record,
+        record_dir=args.record_dir,
     )
     emit(result.to_dict(), args.json, result.render())
     return 0 if result.found else 1
@@ -144,6 +156,8 @@ def run_commits(args: argparse.Namespace) -> int:
         timeout=args.timeout,
         terms=(args.term_old, args.term_new),
         log=None if args.json else _log,
+        record=args.record,
+        record_dir=args.record_dir,
     )
     emit(result.to_dict(), args.json, result.render())
     return 0 if result.found else 1

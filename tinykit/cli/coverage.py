@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from tinykit.cli import emit
+
+if TYPE_CHECKING:
+    from tinykit.coverage.sweep import CoverageRow
 
 GROUPS = ("text", "vision", "audio", "video", "multimodal")  # tinykit.coverage.sweep.GROUPS
 
@@ -59,13 +63,19 @@ def run(args: argparse.Namespace) -> int:
         for row in in_order:
             rows.append(row)
             if not args.json:  # stream: a full sweep takes minutes
+                status = "PASS" if row.ok else "FAIL" if not row.needs else "NEED"
                 print(
-                    f"{'PASS' if row.ok else 'FAIL'} {groups.get(row.model_type, '?'):10s} "
+                    f"{status} {groups.get(row.model_type, '?'):10s} "
                     f"{row.model_type:32s} {row.weight_bytes:>10,} B {row.seconds:6.2f}s"
-                    + ("" if row.ok else f"  {'[upstream] ' if row.upstream else ''}{row.reason}"),
+                    + ("" if row.ok else f"  {_apart(row)}{row.reason}"),
                     file=out,
                     flush=True,
                 )
     summary = summarize(rows, groups, wall_seconds=time.perf_counter() - started)
     emit(summary, args.json, "\n".join(summary_lines(summary)))
     return 0
+
+
+def _apart(row: CoverageRow) -> str:
+    """The tag before a row's reason: set apart as transformers' failure, or for a package."""
+    return "[upstream] " if row.upstream else f"[needs {row.needs}] " if row.needs else ""

@@ -10,7 +10,6 @@ multimodal) by the task tables transformers lists it in. Each is built from its 
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import statistics
 import tempfile
 import time
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tinykit._progress import steps
+from tinykit.coverage.apart import flat_message, is_upstream, missing_package, upstream_error
 from tinykit.errors import TinykitError, UsageError
 
 TEXT_MAPPINGS = (
@@ -42,6 +42,9 @@ class CoverageRow:
     processor: str = ""
     """What loads the folder's processor files ('AutoProcessor: Idefics3Processor'); '' none
     shipped; 'fails: ...' where none loads them (frontend/processor_files.py)."""
+    needs: str = ""
+    """A package this environment lacks that the type needs (timm, natten, ...): set apart from
+    pass and fail, the reason saying what failed for want of it."""
 
 
 GROUPS = ("text", "vision", "audio", "video", "multimodal")
@@ -185,17 +188,20 @@ def sweep(
                 ok, reason = report.ok, "; ".join(report.problems) or "ok"
                 params, weights = report.params, report.weight_bytes
             except TinykitError as e:
-                reason = f"{type(e).__name__}: {_flat(e)}"
+                reason = f"{type(e).__name__}: {flat_message(e)}"
             except Exception as e:  # a transformers failure on one type must not stop the sweep
-                reason = f"{type(e).__name__}: {_flat(e)[:300]}"
-            upstream = False
+                reason = f"{type(e).__name__}: {flat_message(e)[:300]}"
+            upstream, needs = False, ""
             if not ok:
                 error = upstream_error(model_type, (classes or {}).get(model_type))
-                upstream = _is_upstream(reason, error)
+                needs = missing_package(reason) or missing_package(error)
+                upstream = not needs and is_upstream(reason, error)
                 if upstream:
                     reason = f"{reason} [transformers at full size: {error}]"
             seconds = time.perf_counter() - started
-            yield CoverageRow(model_type, ok, reason, params, seconds, upstream, weights, processor)
+            yield CoverageRow(
+                model_type, ok, reason, params, seconds, upstream, weights, processor, needs
+            )
 
 
 def _check_known(model_types: list[str], classes: dict[str, str] | None) -> None:
@@ -262,74 +268,6 @@ def _source_folder(tmp: Path, model_type: str, class_name: str | None) -> str | 
     return folder
 
 
-def upstream_error(model_type: str, class_name: str | None = None) -> str | None:
-    """transformers' own failure on this type's default config at full size, on the meta device,
-    with the class the sweep builds: construction, then (for token-id models) a forward pass.
-    None when transformers' defaults build and run: then a failure is tinykit's."""
-    import torch
-    import transformers
-
-    from tinykit.model.build import class_and_config
-    from tinykit.model.config import load_config
-    from tinykit.model.inputs import Inputs, make_inputs
-
-    try:
-        raw = {"model_type": model_type}
-        requested = getattr(transformers, class_name or "", None)
-        cls, config = class_and_config(raw, load_config(raw), requested=requested)
-        with torch.device("meta"):
-            model = cls._from_config(config)
-    except Exception as e:  # any failure of transformers' own defaults
-        return f"{type(e).__name__}: {_flat(e)[:200]}"
-    # a class without a forward of its own (Bark's, which only chains its sub-models' generate)
-    # fails any call, with no inputs as with the tiny model's
-    unimplemented = type(model).forward is torch.nn.Module.forward
-    if not unimplemented and not _reads_token_ids_only(model):
-        # a tower alone, or a model that also reads pixels, audio or state: a forward on token
-        # ids alone fails for want of those inputs, which proves nothing of transformers
-        return None
-    # the inputs and labels verify trains it on (VITS refuses any: its training is not
-    # implemented), as host tensors: the full-size weights are on the meta device
-    try:
-        made = Inputs({}) if unimplemented else make_inputs(model, batch=1, seq=8, labels=True)
-    except Exception:  # inputs tinykit cannot make: its own failure, not transformers'
-        return None
-    try:
-        with torch.device("meta"):
-            model(**made.forward, **made.labels)
-    except Exception as e:  # the full-size default fails where the tiny one did, or elsewhere
-        return f"forward: {type(e).__name__}: {_flat(e)[:200]}"
-    return None
-
-
-NON_TEXT_PREFIXES = ("pixel_", "input_features", "input_values", "audio_", "video_", "image_")
-NON_TEXT_INPUTS = ("flattened_patches", "state", "latents", "past_values")
-
-
-def _reads_token_ids_only(model: Any) -> bool:
-    """Whether token ids are all the forward needs: it reads input_ids, requires nothing else
-    and names no pixel, audio, state or series input."""
-    params = inspect.signature(model.forward).parameters
-    required = {n for n, p in params.items() if p.default is p.empty and p.kind <= p.KEYWORD_ONLY}
-    media = [n for n in params if n.startswith(NON_TEXT_PREFIXES) or n in NON_TEXT_INPUTS]
-    return "input_ids" in params and required <= {"input_ids"} and not media
-
-
-def _flat(e: BaseException) -> str:
-    """The message on one line: a row's reason is one line (transformers' ImportErrors open
-    with a blank one)."""
-    return " ".join(str(e).split())
-
-
-def _is_upstream(reason: str, error: str | None) -> bool:
-    """Set apart only when transformers fails at full size: to build, or in the same way."""
-    if error is None:
-        return False
-    if not error.startswith("forward: "):
-        return True
-    return error.removeprefix("forward: ")[:60] in reason
-
-
 def plan(
     model_types: list[str] | None = None, *, every: bool = False, groups: list[str] | None = None
 ) -> tuple[list[str], dict[str, str], dict[str, str]]:
@@ -371,12 +309,14 @@ def figures(rows: list[CoverageRow]) -> dict[str, Any]:
     whose processor files load, and timings."""
     passed = sum(r.ok for r in rows)
     upstream = [r.model_type for r in rows if r.upstream]
-    buildable = len(rows) - len(upstream)
+    needs = {r.model_type: r.needs for r in rows if r.needs}
+    buildable = len(rows) - len(upstream) - len(needs)
     return {
         "passed": passed,
         "total": len(rows),
         "rate": round(passed / max(1, len(rows)), 4),
         "upstream_broken": upstream,
+        "needs_package": needs,
         "buildable": buildable,
         "rate_buildable": round(passed / max(1, buildable), 4),
         "processors": sum(bool(r.processor) and not r.processor.startswith("fails") for r in rows),
@@ -397,5 +337,14 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
             if s["upstream_broken"]
             else ""
         )
+        + _needs_note(s["needs_package"])
         for group, s in [*summary["groups"].items(), ("all", summary)]
     ] + ([f"wall time: {summary['wall_seconds']:.0f} s"] if "wall_seconds" in summary else [])
+
+
+def _needs_note(needs: dict[str, str]) -> str:
+    """` (needs natten: c) (needs timm: a, b)`: the types set apart for want of a package."""
+    by_package: dict[str, list[str]] = {}
+    for model_type, package in needs.items():
+        by_package.setdefault(package, []).append(model_type)
+    return "".join(f" (needs {p}: {', '.join(types)})" for p, types in sorted(by_package.items()))

@@ -23,8 +23,8 @@ import psutil
 from tinykit._files import atomic_file, check_output_file
 from tinykit._procs import run_command as run_procs
 from tinykit.errors import SetupError, UsageError
+from tinykit.memory.sampler import TreeSampler
 from tinykit.memory.sizes import format_bytes
-from tinykit.memory.track import TreeSampler
 
 __all__ = ["CommandMemory", "check_plot_path", "plot_timeline", "run_command"]
 

@@ -1,15 +1,19 @@
 """Size leaks: dimensions of a built model that its shrink spec does not allow, traced to config keys.
 
 A tiny model stays large when one dimension is never shrunk (an entity vocabulary, a codebook,
-a bucket count). Rather than knowing every family, look at every parameter after the build:
-a dimension larger than any knob of the spec allows, and not the vocabulary, is a leak; the config
-keys (nested sub-configs included) whose value equals it are what to add to recipes/_generic.toml.
+a bucket count, a block size that sizes a persistent buffer). Rather than knowing every family,
+look at every tensor that is saved (parameters and persistent buffers: the state dict) after the
+build: a dimension larger than any knob of the spec allows, and not the vocabulary, is a leak;
+the config keys (nested sub-configs included) whose value equals it are what to add to
+recipes/_generic.toml. The budget is held on the weight files as written, and a folder over it
+names the tensors that hold the excess, traced to their keys the same way.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from tinykit.model.spec import ShrinkSpec
@@ -64,9 +68,27 @@ def budget(model: Any) -> int:
     return MULTIMODAL_BUDGET if is_multimodal(model) else TEXT_BUDGET
 
 
-def weight_bytes(model: Any) -> int:
-    """Bytes of the parameters (tied weights counted once; buffers such as masks are not weights)."""
-    return sum(p.numel() * p.element_size() for p in model.parameters())
+def saved_bytes(folder: Path) -> int:
+    """Bytes of the folder's weight files as written: every saved tensor (parameters and
+    persistent buffers, a tied weight once) and the files' headers."""
+    from tinykit.hub.layout import is_weight_file
+
+    return sum(p.stat().st_size for p in folder.iterdir() if p.is_file() and is_weight_file(p.name))
+
+
+def saved_tensors(model: Any) -> dict[str, tuple[tuple[int, ...], int]]:
+    """name -> (shape, bytes) of every tensor `save_pretrained` writes: the state dict, which
+    holds the parameters and the persistent buffers; a tied weight once (on the meta device,
+    where nothing has an address, under each of its names)."""
+    out: dict[str, tuple[tuple[int, ...], int]] = {}
+    seen: set[tuple[int, int]] = set()
+    for name, t in model.state_dict().items():
+        where = (t.data_ptr(), t.numel())
+        if t.device.type != "meta" and where in seen:
+            continue
+        seen.add(where)
+        out[name] = (tuple(t.shape), t.numel() * t.element_size())
+    return out
 
 
 def config_ints(node: Any, path: str = "") -> Iterator[tuple[str, int]]:
@@ -82,34 +104,62 @@ def config_ints(node: Any, path: str = "") -> Iterator[tuple[str, int]]:
             yield from config_ints(value, f"{where}.")
 
 
-def find_leaks(model: Any, spec: ShrinkSpec | None = None) -> list[Leak]:
-    """Every parameter dimension above the spec's limit that is not a vocabulary size."""
-    from tinykit.model.recipes import recipe_for
+class _Keys:
+    """The config's integer settings, and which dimensions its vocabularies explain."""
 
-    spec = spec or ShrinkSpec()
-    settings = list(config_ints(model.config.to_dict()))
-    vocab_keys = set(recipe_for("").knobs["vocab"])
-    vocabs = {v for k, v in settings if k.rsplit(".", 1)[-1] in vocab_keys}
-    limit = dim_limit(spec)
+    def __init__(self, model: Any) -> None:
+        from tinykit.model.recipes import recipe_for
+
+        self.settings = list(config_ints(model.config.to_dict()))
+        vocab_keys = set(recipe_for("").knobs["vocab"])
+        self.vocabs = {v for k, v in self.settings if k.rsplit(".", 1)[-1] in vocab_keys}
+
+    def vocab_like(self, dim: int) -> bool:
+        return any(v <= dim <= v + SLACK for v in self.vocabs)
+
+    def leak(self, name: str, shape: tuple[int, ...], dim: int) -> Leak:
+        return Leak(name, shape, dim, tuple(f"{k}={v}" for k, v in self.settings if v == dim))
+
+
+def find_leaks(model: Any, spec: ShrinkSpec | None = None) -> list[Leak]:
+    """Every dimension of a saved tensor above the spec's limit that is not a vocabulary size."""
+    keys, limit = _Keys(model), dim_limit(spec or ShrinkSpec())
     leaks: dict[int, Leak] = {}
-    for name, param in model.named_parameters():
-        for dim in param.shape:
-            vocab_like = any(v <= dim <= v + SLACK for v in vocabs)
-            if dim > limit and not vocab_like and dim not in leaks:
-                keys = tuple(f"{k}={v}" for k, v in settings if v == dim)
-                leaks[dim] = Leak(name, tuple(param.shape), dim, keys)
+    for name, (shape, _) in saved_tensors(model).items():
+        for dim in shape:
+            if dim > limit and not keys.vocab_like(dim) and dim not in leaks:
+                leaks[dim] = keys.leak(name, shape, dim)
     return sorted(leaks.values(), key=lambda leak: -leak.dim)
 
 
-def size_problems(model: Any, spec: ShrinkSpec | None = None) -> list[str]:
-    """One line per leak, plus one when the weights exceed the budget of a default-or-smaller spec."""
+def heaviest(model: Any, excess: int, spec: ShrinkSpec | None = None) -> list[str]:
+    """The fewest largest saved tensors that hold `excess` bytes, each with its dimensions wider
+    than the spec's widest knob traced to the config keys equal to them (MiniMax's
+    `diagonal_decay` buffer, [1, heads, block_size, block_size])."""
+    spec = spec or ShrinkSpec()
+    keys, widest = _Keys(model), max(spec.hidden, spec.intermediate, spec.expert_intermediate)
+    found: list[str] = []
+    for name, (shape, size) in sorted(saved_tensors(model).items(), key=lambda t: -t[1][1]):
+        if excess <= 0 or len(found) == 3:
+            break
+        excess -= size
+        dims = [d for d in dict.fromkeys(shape) if d > widest and not keys.vocab_like(d)]
+        traced = ", ".join(k for d in dims for k in keys.leak(name, shape, d).keys)
+        found.append(f"{name} {list(shape)} holds {size / MB:.2f} MB ({traced or 'no key'})")
+    return found
+
+
+def size_problems(model: Any, folder: Path, spec: ShrinkSpec | None = None) -> list[str]:
+    """One line per leak, plus one when the weight files exceed the budget of a
+    default-or-smaller spec, naming the tensors that hold the excess."""
     spec = spec or ShrinkSpec()
     problems = [f"size leak: {leak}" for leak in find_leaks(model, spec)]
-    total, allowed = weight_bytes(model), budget(model)
+    total, allowed = saved_bytes(folder), budget(model)
     if total > allowed and _within_defaults(spec):
         problems.append(
-            f"weights are {total / MB:.2f} MB, over the {allowed / MB:.0f} MB budget of a tiny "
-            f"model: shrink the config keys named above (recipes/_generic.toml [knobs] or [cap])"
+            f"weights are {total / MB:.2f} MB on disk, over the {allowed / MB:.0f} MB budget of "
+            f"a tiny model: {'; '.join(heaviest(model, total - allowed, spec))}; shrink the "
+            "config keys named (recipes/_generic.toml [knobs] or [cap])"
         )
     return problems
 

@@ -27,7 +27,8 @@ class VerifyReport:
     params: int = 0
     bytes: int = 0
     weight_bytes: int = 0
-    """Bytes of the parameters, held to the size budget of a tiny model (see model/size.py)."""
+    """Bytes of the weight files as written (parameters and persistent buffers), held to the
+    size budget of a tiny model (see model/size.py)."""
     loss: float | None = None
     grads: str = ""
     generated: bool | None = None
@@ -98,17 +99,17 @@ def _finish(report: VerifyReport, raise_on_failure: bool) -> VerifyReport:
 
 
 def _size(model: Any, folder: Path, report: VerifyReport) -> None:
-    """Dimensions the build spec does not explain, and weights over the budget, are problems."""
+    """Dimensions the build spec does not explain, and weight files over the budget, are problems."""
     from tinykit.model.provenance import read_manifest
-    from tinykit.model.size import size_problems, weight_bytes
+    from tinykit.model.size import saved_bytes, size_problems
     from tinykit.model.spec import ShrinkSpec
 
     manifest = read_manifest(folder) or {}
-    report.weight_bytes = weight_bytes(model)
+    report.weight_bytes = saved_bytes(folder)
     if "spec" not in manifest:  # not a make-tiny build (a real-width slice, say): no tiny budget
         return
     spec = ShrinkSpec.from_kwargs(**manifest["spec"])
-    report.problems += size_problems(model, spec)
+    report.problems += size_problems(model, folder, spec)
 
 
 def _train_step(model: Any, inputs: dict, labels: dict, report: VerifyReport) -> None:

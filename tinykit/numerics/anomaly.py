@@ -60,7 +60,7 @@ class AnomalyDetector(Sink):
 
     def __init__(
         self,
-        model: torch.nn.Module | None,
+        model: torch.nn.Module | None = None,
         *,
         grads: bool = True,
         inf: bool = True,
@@ -321,7 +321,9 @@ class AnomalyDetector(Sink):
         raw: dict[str, torch.Tensor],
     ) -> None:
         module = self._module(record.module)
-        self._report(*finding(record, bad, tensor, is_input, raw, self._frames, module))
+        self._report(
+            *finding(record, bad, tensor, is_input, raw, self._frames, module, self._module)
+        )
 
     def _report(self, report: dict[str, Any], message: str) -> None:
         self._found_step = report["step"]
@@ -332,8 +334,10 @@ class AnomalyDetector(Sink):
         warnings.warn(f"tinykit: {message.splitlines()[0]}", NumericsWarning, stacklevel=2)
 
     def _module(self, name: str) -> torch.nn.Module | None:
+        """The module a record names (without a model: the one the recorder named so)."""
         if self.model is None:
-            return None
+            found = [m for m, n in self.recorder._names.items() if n == name]
+            return found[0] if found else None
         if name == type(self.model).__name__:
             return self.model
         try:
@@ -352,7 +356,7 @@ def _reduce(t: torch.Tensor) -> Any:
 
 
 @old_positions("model", "grads", "inf", "warn_above", "abort", "frames", "every")
-def detect_anomalies(model: torch.nn.Module | None, **options: Any) -> AnomalyDetector:
+def detect_anomalies(model: torch.nn.Module | None = None, **options: Any) -> AnomalyDetector:
     """Watch `model`'s forward and backward for NaN (and Inf) values: returns the running
     `AnomalyDetector(model, **options)`, whose keyword-only parameters are the one list of the
     options and their defaults.
@@ -360,7 +364,9 @@ def detect_anomalies(model: torch.nn.Module | None, **options: Any) -> AnomalyDe
     Args:
         model: the module whose submodules are watched; each top-level call after the first
             starts a new step (or call `det.next_step()` yourself, e.g. once per optimizer step).
-            None watches every module called (what the pytest marker does).
+            None (`with tinykit.detect_anomalies():`) watches every module called inside the
+            block, a model built inside code you cannot change included; the first root module
+            with parameters counts the steps (what the pytest marker does).
         grads: also check every module's backward (the gradient received and passed on).
         inf: treat +-Inf as an anomaly too (False: NaN only).
         warn_above: warn (NumericsWarning, and `det.warnings`) the first time a module's output

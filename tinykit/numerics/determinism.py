@@ -11,11 +11,16 @@ changed before any module ran.
 mode="process" runs each repetition in a fresh interpreter (`tinykit._child`), so
 state that survives inside one process (unseeded generators created at import, caches) cannot hide
 or fake a difference; `fn` must then be importable as "module:function" or "path/file.py:function".
+Each interpreter hashes strings with its own random seed, so a set or a dict of strings iterates
+in another order in each: when the data or the path differs, two more runs with PYTHONHASHSEED=0
+tell whether that is why (`FirstDiff.cause` "hash order").
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import os
 import signal
 import threading
 import time
@@ -23,7 +28,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from tinykit._child import FunctionRef, describe, resolve, start_child
+from tinykit._child import Child, FunctionRef, describe, resolve
 from tinykit._deprecate import old_positions
 from tinykit.errors import CheckFailed, NondeterminismError, UsageError
 from tinykit.numerics.compare import compare_summaries
@@ -38,6 +43,11 @@ Mode = Literal["process", "inprocess"]
 INPUT = "input"  # a module's inputs: the data
 STATE = "state"  # a module's parameters or buffers: the initialisation or an update
 ORDER = "order"  # the sequence of records: the runs took different paths
+HASH_ORDER = "hash order"  # FirstDiff.cause: Python's per-process string hash seed
+DATA_ADVICE = (
+    "The data fed to the model changed (order or content): seed the data loader with "
+    "tinykit.seed.dataloader_kwargs(seed), or call tinykit.probe('batch', batch) to record it."
+)
 
 
 @dataclass(frozen=True)
@@ -50,6 +60,7 @@ class FirstDiff:
     call: int
     run: int  # the run compared against run 0
     detail: str
+    cause: str = ""  # what is known to make the difference (HASH_ORDER), when it was tested
 
 
 @dataclass
@@ -136,6 +147,8 @@ def check_determinism(
     )
     for i in range(1, runs):
         first = compare(records[0], records[i], atol, run=i)
+        if first is not None and mode == "process" and first.kind in (INPUT, PROBE, ORDER):
+            first = _hash_order(first, ref, seed, deterministic, keep_values, atol, timeout)
         if first is not None:
             report.equal, report.first_diff = False, first
             flags = " --deterministic" if deterministic else ""
@@ -262,9 +275,7 @@ def _first_divergence(a: list[Record], b: list[Record], run: int) -> FirstDiff |
             f"the {'inputs' if data else 'parameters/buffers'} of '{ra.module}' (call {ra.call}) "
             f"already differ before it ran, and no module before it diverged{stats}. "
             + (
-                "The data fed to the model changed (order or content): seed the data "
-                "loader with tinykit.seed.dataloader_kwargs(seed), or call "
-                "tinykit.probe('batch', batch) to record it."
+                DATA_ADVICE
                 if data
                 else "The parameters were initialised or updated differently: build the "
                 "model after seeding, and check the optimizer step."
@@ -338,6 +349,39 @@ def recorded_run(
     return record_run(resolve(ref), seed, deterministic, keep_values)
 
 
+def _hash_order(
+    first: FirstDiff,
+    ref: str,
+    seed: int,
+    deterministic: bool,
+    keep_values: bool,
+    atol: float,
+    timeout: float | None,
+) -> FirstDiff:
+    """Whether the data (or the path) differs because each process hashes strings with its own
+    seed: two more runs with PYTHONHASHSEED=0 match when it does. Nothing to test when the
+    seed is already fixed for every run."""
+    if os.environ.get("PYTHONHASHSEED", "random") != "random":
+        return first
+    pinned = {**os.environ, "PYTHONHASHSEED": "0"}
+    again = _run_in_processes(ref, 2, seed, deterministic, keep_values, timeout, env=pinned)
+    if compare(again[0][0], again[1][0], atol, run=1) is not None:
+        return dataclasses.replace(
+            first,
+            detail=f"{first.detail} (Not Python's hash order: runs with PYTHONHASHSEED=0 "
+            "differ too.)",
+        )
+    return dataclasses.replace(
+        first,
+        cause=HASH_ORDER,
+        detail=f"{first.detail.replace(DATA_ADVICE, '').rstrip()} It is Python's hash order: two more runs with PYTHONHASHSEED=0 "
+        "match. Something iterates a set (or a dict keyed by strings/bytes built from one) "
+        "whose order follows each process's random hash seed, e.g. a vocabulary or a label "
+        "list made with set(): sort it (sorted(set(...))), or export PYTHONHASHSEED=0 before "
+        "Python starts.",
+    )
+
+
 @contextlib.contextmanager
 def _alarm(timeout: float | None, ref: str) -> Iterator[None]:
     """Interrupt the block after `timeout` seconds (a hung function in inprocess mode)."""
@@ -361,11 +405,17 @@ def _alarm(timeout: float | None, ref: str) -> Iterator[None]:
 
 
 def _run_in_processes(
-    ref: str, runs: int, seed: int, deterministic: bool, keep_values: bool, timeout: float | None
+    ref: str,
+    runs: int,
+    seed: int,
+    deterministic: bool,
+    keep_values: bool,
+    timeout: float | None,
+    env: dict[str, str] | None = None,
 ) -> list[tuple[list[Record], float]]:
     # All runs start at once: each pays for importing torch (seconds), and they share no state.
     children = [
-        start_child(f"{__name__}:recorded_run", ref, seed, deterministic, keep_values)
+        Child(f"{__name__}:recorded_run", (ref, seed, deterministic, keep_values), env=env)
         for _ in range(runs)
     ]
     try:

@@ -7,12 +7,17 @@ sees half of one)::
                          counts, shard files with their sizes, env.json's summary
     env.json             `tinykit env capture` of the recording process (versions, devices)
     index.jsonl          one line per record, in the order they completed: module, class, kind
-                         (forward | grad | recompute | probe), call, step, parent, and per tensor
-                         its name, shape, dtype, hash, stats, and (tensors="full") shard + key
+                         (forward | grad | recompute | probe | input | params | loss), call, step,
+                         parent, and per tensor its name, shape, dtype, hash, stats, and
+                         (tensors="full", or a small input or loss) shard + key
     shards/NNNNN.safetensors   full tensors (tensors="full"), at most `shard_bytes` each
 
 The model fingerprint hashes the parameter names and shapes (not values or dtypes), so a float32
-and a bfloat16 run, or two package versions, compare; two different models do not.
+and a bfloat16 run, or two package versions, compare; two different models do not. Recorded
+without the model object, the fingerprint is the first root module's with parameters, taken
+when the dump is closed. The tensors of a step's "input" and "loss" records are kept even in a
+stats dump when they have at most `KEEP_VALUES_UP_TO` elements (token ids, labels, a loss), so
+a diff can say how many elements of `labels` differ.
 """
 
 from __future__ import annotations
@@ -29,7 +34,8 @@ from typing import TYPE_CHECKING, Any
 
 from tinykit.errors import UsageError
 from tinykit.numerics.recorder import Recorder, Sink
-from tinykit.numerics.summary import RawTensors, Record, TensorSummary
+from tinykit.numerics.stats import KEEP_VALUES_UP_TO
+from tinykit.numerics.summary import INPUT, LOSS, RawTensors, Record, TensorSummary
 
 if TYPE_CHECKING:
     import torch
@@ -57,9 +63,11 @@ _SUMMARY_FIELDS = (
 )
 
 
-def model_fingerprint(model: torch.nn.Module) -> dict[str, Any]:
+def model_fingerprint(model: torch.nn.Module | None) -> dict[str, Any]:
     digest = hashlib.blake2b(digest_size=16)
     count = 0
+    if model is None:  # recorded without a model, and no module with parameters was called
+        return {"class": None, "fingerprint": digest.hexdigest(), "parameters": 0}
     for name, p in model.named_parameters():
         digest.update(f"{name}:{tuple(p.shape)};".encode())
         count += p.numel()
@@ -78,7 +86,7 @@ class DumpWriter(Sink):
     def __init__(
         self,
         out: str | os.PathLike[str],
-        model: torch.nn.Module,
+        model: torch.nn.Module | None,
         tensors: str,
         max_bytes: int | None,
         options: dict[str, Any],
@@ -102,9 +110,11 @@ class DumpWriter(Sink):
         self.manifest: dict[str, Any] = {
             "format": FORMAT,
             "version": VERSION,
-            "model": model_fingerprint(model),
             "options": options,
         }
+        if model is not None:
+            self.manifest["model"] = model_fingerprint(model)
+
         self.records = self.written_bytes = self.dropped = 0
         self.truncated = False
         self.shards: dict[str, int] = {}
@@ -125,6 +135,10 @@ class DumpWriter(Sink):
         self._pending, self._pending_bytes = {}, 0
 
     def on_record(self, rec: Recorder, record: Record, tensors: RawTensors) -> None:
+        if "model" not in self.manifest and rec.main_root is not None:
+            # recorded without the model object: the model is known once it has been called
+            # (and may be gone by the time the dump is closed)
+            self.manifest["model"] = model_fingerprint(rec.main_root)
         if self.truncated:
             self.dropped += 1
             return
@@ -138,6 +152,7 @@ class DumpWriter(Sink):
             "parent": record.parent,
         }
         cost = 0
+        keep_small = record.kind in (INPUT, LOSS)
         for side, summaries, raw in (
             ("inputs", record.inputs, tensors[0]),
             ("outputs", record.outputs, tensors[1]),
@@ -146,7 +161,9 @@ class DumpWriter(Sink):
             items = []
             for i, s in enumerate(summaries):
                 item = _tensor_entry(s)
-                if self.full and i < len(raw):
+                if i < len(raw) and (
+                    self.full or (keep_small and raw[i][1].numel() <= KEEP_VALUES_UP_TO)
+                ):
                     t = raw[i][1].detach().to("cpu").contiguous().clone()
                     key = f"{record.seq}.{side}.{i}"
                     item["shard"], item["key"] = self._shard_name(), key
@@ -177,6 +194,7 @@ class DumpWriter(Sink):
 
         self._flush()
         self.index.close()
+        self.manifest.setdefault("model", model_fingerprint(None))
         env = _environment()
         (self.tmp / "env.json").write_text(to_json(env))
         self.manifest.update(

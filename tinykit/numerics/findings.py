@@ -4,7 +4,7 @@ masked, float16 overflow, a non-finite parameter)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from tinykit.numerics.summary import FORWARD, GRAD, RECOMPUTE, Record, TensorSummary
@@ -61,9 +61,11 @@ def finding(
     raw: dict[str, torch.Tensor],
     frames: list[Record],
     module: torch.nn.Module | None,
+    lookup: Callable[[str], torch.nn.Module | None] = lambda _: None,
 ) -> tuple[dict[str, Any], str]:
     """The report (JSON-ready) and the message of a finding: `bad` in `record`, with the frames
-    before it and the module it names (for the hint about its parameters)."""
+    before it and the module it names (for the hint about its parameters); `lookup` finds
+    another module by name (the ones whose weights an overflow hint shows)."""
     numel = 1
     for d in bad.shape:
         numel *= d
@@ -88,7 +90,10 @@ def finding(
             else "went non-finite while its inputs were finite"
         )
     where = f"'{record.module}' ({record.cls}{', backward' if backward else ''})"
-    hint, extra = _hint(record, bad, is_input, raw, module)
+    if bad.dtype == "float16" and (bad.posinf or bad.neginf):
+        hint, extra = _overflow_hint(record, is_input, module, frames, lookup)
+    else:
+        hint, extra = _hint(record, bad, is_input, raw, module)
     index = first_non_finite(tensor) if tensor is not None else None
     report = {
         "step": record.step,
@@ -139,15 +144,6 @@ def _hint(
             "Every label is -100 (masked), so the mean loss is 0/0 = NaN: skip such "
             "batches, or use loss = logits.sum() * 0.0 for them."
         ), {"cause": "all labels masked"}
-    if bad.dtype == "float16" and (bad.posinf or bad.neginf):
-        peak = max(
-            (s.absmax for s in record.inputs if s.absmax is not None and s.finite),
-            default=0.0,
-        )
-        return (
-            f"float16 overflows past {FP16_MAX:g} (finite inputs' abs max {peak:.3g}): run this "
-            "module in float32 (or bfloat16), or keep activations well below 1e4."
-        ), {"cause": "float16 overflow"}
     if not is_input and record.kind == FORWARD and module is not None:
         for name, p in module.named_parameters(recurse=False):
             if not bool(p.detach().isfinite().all()):
@@ -157,6 +153,61 @@ def _hint(
                     "an earlier update or the loaded weights put it there."
                 ), {"parameter": name, "parameter_index": at}
     return "", {}
+
+
+def _overflow_hint(
+    record: Record,
+    is_input: bool,
+    module: torch.nn.Module | None,
+    frames: list[Record],
+    lookup: Callable[[str], torch.nn.Module | None],
+) -> tuple[str, dict[str, Any]]:
+    """float16 overflow: the ranges of what the code that made the value read, as
+    DebugUnderflowOverflow's frames show them. A module's output: its inputs (for a backward,
+    the gradient it received) and its own weights. A value made between modules (`act(gate) *
+    up` in an MLP's forward): the outputs and weights of the modules its parent called before
+    it, in this step, which are the operands."""
+    if is_input:
+        operands = [
+            f
+            for f in frames[:-1]
+            if f.parent == record.parent and f.step == record.step and f.kind == FORWARD
+        ]
+        parts = [
+            _ranges(f.module, [s for s in f.outputs if s.finite], lookup(f.module))
+            for f in operands[-4:]
+        ]
+        made = f"made in the forward of '{record.parent or 'the caller'}'"
+        where = f"'{record.module}' received it, {made}" + (
+            f" from {'; '.join(p for p in parts if p)}" if any(parts) else ""
+        )
+        ranges = {f.module: _range_data(f.outputs) for f in operands[-4:]}
+    else:
+        where = f"'{record.module}' made it from " + (
+            _ranges("", record.inputs, module) or "no float tensor"
+        )
+        ranges = {record.module: _range_data(record.inputs)}
+    return (
+        f"float16 overflows past {FP16_MAX:g}: {where}. Run this code in float32 (or bfloat16), "
+        "scale its inputs or weights down, or keep activations well below 1e4."
+    ), {"cause": "float16 overflow", "ranges": ranges}
+
+
+def _ranges(name: str, tensors: list[TensorSummary], module: torch.nn.Module | None) -> str:
+    """ "name output |x| in [lo, hi], weight |x| in [lo, hi]": abs-min and abs-max, as in frames."""
+    from tinykit.numerics.stats import minmax_summaries
+
+    weights = minmax_summaries(list(module.named_parameters(recurse=False)), {}) if module else []
+    shown = [
+        f"{s.name} |x| in [{s.absmin:.3g}, {s.absmax:.3g}]"
+        for s in [*tensors, *weights]
+        if s.absmax is not None and s.absmin is not None
+    ]
+    return f"{name} " * bool(name and shown) + ", ".join(shown)
+
+
+def _range_data(tensors: list[TensorSummary]) -> dict[str, list[float | None]]:
+    return {s.name: [s.absmin, s.absmax] for s in tensors if s.absmax is not None}
 
 
 def first_non_finite(t: torch.Tensor) -> list[int] | None:

@@ -44,25 +44,34 @@ __all__ = [
 
 @old_positions("model", "modules", "what", "steps", "tensors", "out", "max_bytes")
 def record(
-    model: torch.nn.Module,
+    model: torch.nn.Module | None = None,
     *,
     modules: str | Iterable[str] = "*",
-    what: Iterable[str] = ("input", "output", "grad"),
+    what: Iterable[str] = ("input", "output", "grad", "step"),
     steps: Iterable[int] | None = None,
     tensors: str = "stats",
     out: str | os.PathLike[str] | None = None,
     max_bytes: int | None = None,
     frames: int | None = None,
     hashes: bool | None = None,
+    first_step: int = 0,
 ) -> Recorder:
     """Record every call of `model`'s modules (matching the `modules` glob): a context manager.
 
+    Each top-level call of the model also makes its step's own records ("step" in `what`):
+    "input" (the tensors it was given, by name: `labels`, `input_ids`), "params" (the
+    parameters of the recorded modules as the step began) and "loss" (the `loss` it returned);
+    `diff_dumps` checks them before any module.
+
     Args:
         model: the model; its top-level calls after the first start new steps (or call
-            `rec.next_step()`).
+            `rec.next_step()`). None records every module called inside the block: the first
+            root module with parameters (one called outside any other) is taken as the model,
+            named as if it had been passed (for a model built inside code you cannot change).
         modules: glob(s) on qualified names, e.g. "model.layers.*.mlp".
         what: any of "input", "output", "grad" (each module's backward: the gradient it received
-            and the one it passed on) and "param" (the module's own parameters).
+            and the one it passed on), "param" (the module's own parameters, in each of its
+            records) and "step" (the step records above).
         steps: record only these steps (None: all).
         tensors: "stats" (hash, shape, dtype, min/max/mean/std, NaN/Inf/zero counts) or "full"
             (also the tensors, into safetensors shards; needs `out`).
@@ -74,6 +83,8 @@ def record(
         hashes: hash every tensor's bytes (blake2b; a stats dump is diffed bitwise by them).
             Default: when writing a dump (`out`); in memory the summaries' `hash` is "" unless
             hashes=True, as hashing costs a copy to the CPU and a pass over every byte.
+        first_step: the number of the first step (a run resumed at step 4 passes 4, so its
+            steps line up with the uninterrupted run's in `diff_dumps`).
     """
     from tinykit.errors import UsageError
 
@@ -83,6 +94,8 @@ def record(
         raise UsageError("record(tensors='full') writes tensors to disk: pass out=DIR too.")
     if max_bytes is not None and max_bytes < 1:
         raise UsageError(f"record(max_bytes={max_bytes}) must be >= 1 or None.")
+    if isinstance(first_step, bool) or not isinstance(first_step, int) or first_step < 0:
+        raise UsageError(f"record(first_step={first_step!r}) must be a whole number >= 0.")
     sink = None
     if out is not None:
         from tinykit.numerics.dumps import DumpWriter
@@ -93,6 +106,7 @@ def record(
             "steps": None if steps is None else sorted(steps),
             "tensors": tensors,
             "max_bytes": max_bytes,
+            "first_step": first_step,
         }
         sink = DumpWriter(out, model, tensors, max_bytes, options)
     return Recorder(
@@ -104,4 +118,6 @@ def record(
         steps=steps,
         sink=sink,
         hashes=out is not None if hashes is None else hashes,
+        auto_steps=True,
+        first_step=first_step,
     )

@@ -9,6 +9,12 @@ module. `probe(name, *tensors)` adds a record for tensors that no module produce
 (a data batch, a loss). Hashes are blake2b over the raw bytes, so equal hashes mean bitwise equal;
 `torch.hash_tensor` is an order-insensitive xor and would miss a shuffled batch.
 
+With "step" in `what` (`tinykit.record`'s default) each top-level call of the model also adds
+the step's own records when it returns: "input" (the tensors it was given, by argument name: `labels`,
+`input_ids`), "params" (every parameter as the step began, once per step) and "loss" (the `loss`
+it returned), so a data or an optimizer difference is seen as such, not as the first module that
+read the data or the weights.
+
 The same recorder serves the numerics debugger (`tinykit.record`, `tinykit.detect_anomalies`):
 scoped to one `model` and a `modules` glob, with a `summary` mode ("hash" for determinism, "stats"
 for dumps, "minmax" for the anomaly detector: abs-min/abs-max only, one host sync per call), a
@@ -30,11 +36,15 @@ from tinykit.numerics.backward import BackwardTaps, CallBackward, sequence_nr
 from tinykit.numerics.stats import flat_and_hash, minmax_summaries, scratch_buffers, summarize
 from tinykit.numerics.summary import (
     FORWARD,
+    INPUT,
+    LOSS,
+    PARAMS,
     PROBE,
     RECOMPUTE,
     RawTensors,
     Record,
     TensorSummary,
+    argument_tensors,
     call_tensors,
     named_tensors,
     output_tensors,
@@ -47,7 +57,7 @@ _active: list[Recorder] = []  # every recorder now active, outermost first
 _RAISED = object()
 
 SUMMARIES = ("hash", "stats", "minmax", "none")
-WHAT = ("input", "output", "grad", "param")
+WHAT = ("input", "output", "grad", "param", "step")
 
 
 class Sink:
@@ -69,12 +79,15 @@ class Recorder:
     Recorders stack: each one active at a time (say a determinism check and an anomaly detector)
     sees every call, and each removes all of its hooks on exit, also when the body raised.
 
-    Without `model` every module called is recorded, named from the first module called outside
-    any other (a root). With `model`, only its modules are, by their names in it, and each
-    top-level call of `model` after the first starts a new step (unless `next_step()` is called,
-    which then counts steps alone). `modules` is a glob (or several) on qualified names; `what`
-    picks inputs, outputs, gradients (backward) and the module's own parameters ("param");
-    `steps` records only those steps; `frames` keeps only the last N records (a ring buffer).
+    Without `model` every module called is recorded; a module called outside any other is a
+    root, and the first root with parameters is the model: its modules are named as `model`'s
+    would be, the other roots' names start with "Class#n.". With `model`, only its modules are
+    recorded, by their names in it. Each top-level call of the model after the first starts a new
+    step (with `auto_steps`; `next_step()` then counts steps alone). `modules` is a glob (or
+    several) on qualified names; `what` picks inputs, outputs, gradients (backward), the
+    module's own parameters ("param") and the step records ("step", see the module docstring);
+    `steps` records only those steps (numbered from `first_step`: a resumed run numbers its
+    steps as the uninterrupted one did); `frames` keeps only the last N records (a ring buffer).
     """
 
     def __init__(
@@ -90,6 +103,7 @@ class Recorder:
         sink: Sink | None = None,
         auto_steps: bool | None = None,
         hashes: bool = True,
+        first_step: int = 0,
     ) -> None:
         from tinykit.errors import UsageError
 
@@ -112,7 +126,11 @@ class Recorder:
             steps if steps is None or isinstance(steps, range) else frozenset(steps)
         )
         self.sink = sink
-        self.step = 0
+        self.step = self.first_step = first_step
+        self.roots = "step" in self.what  # the step records
+        self._main: Any = None  # without a model: a weakref to the first root with parameters
+        self._top: Any = None  # the top-level call of the model in progress (a recorded step's)
+        self._params_step: int | None = None  # the step whose "params" record is made
         # steps: top-level calls of `model`, or with auto_steps and no model, of any root
         self._auto_step = model is not None if auto_steps is None else auto_steps
         self._model_calls = 0
@@ -184,6 +202,7 @@ class Recorder:
                 self._end_step()
             self._model_calls += 1
         if self._global:  # _end_step turned them on: this call is the first of the step
+            self._top = module
             self._push(module, self._name(module), recompute=False)
 
     def close(self) -> None:
@@ -262,8 +281,13 @@ class Recorder:
                     return None
                 return self._names[module]
             # A module first called outside any other module is a root: name its whole tree now.
+            # The first one with parameters is the model (a transform or a loss module called
+            # before it is not): its names are the ones `record(model)` gives.
             self._roots += 1
-            prefix = "" if self._roots == 1 else f"{type(module).__name__}#{self._roots}."
+            main = self._main is None and next(module.parameters(), None) is not None
+            if main:
+                self._main = weakref.ref(module)
+            prefix = "" if main else f"{type(module).__name__}#{self._roots}."
             for sub_name, sub in module.named_modules():
                 self._names.setdefault(
                     sub,
@@ -332,18 +356,22 @@ class Recorder:
         name = self._name(module)
         # Inside a backward pass a forward is activation checkpointing recomputing it.
         recompute = torch._C._current_graph_task_id() != -1
-        if (
-            (module is self.model or (self.model is None and self._auto_step))
-            and not self._stack
-            and not recompute
-        ):
+        if not self._stack and not recompute and module is self.main_root:
             self._root_seen = self._gated  # so the gate does not count this call again
             if self._auto_step and self._model_calls:
                 self._end_step()
             self._model_calls += 1
             if not self._global:
                 return  # _end_step turned the hooks off: the step is not recorded
+            self._top = module if self.recording else None
         self._push(module, name, recompute)
+
+    @property
+    def main_root(self) -> torch.nn.Module | None:
+        """The model: the one given, or else the first root called that has parameters."""
+        if self.model is not None:
+            return self.model
+        return None if self._main is None else self._main()
 
     def _push(self, module: torch.nn.Module, name: str | None, recompute: bool) -> None:
         kind = None
@@ -365,6 +393,10 @@ class Recorder:
         try:
             if kind is not None and output is not _RAISED:  # no output when forward raised
                 self._record_call(module, args, kwargs, output, seq, name, kind, lo)
+            if module is self._top and not self._stack:
+                self._top = None
+                if self.roots:
+                    self._step_records(module, name, args, kwargs, output)
         finally:
             if not self._stack:  # the outermost call is over: hook the backward of its calls
                 self._taps.install()
@@ -402,6 +434,38 @@ class Recorder:
             self._taps.add(
                 CallBackward(self, name, parent, inputs, outs, type(module).__name__, lo)
             )
+
+    def _step_records(
+        self, module: torch.nn.Module, name: str, args: Any, kwargs: Any, output: Any
+    ) -> None:
+        """The "input", "params" (once per step) and "loss" records of a top-level call."""
+        if self.summary == "none":
+            return
+        given = argument_tensors(args, kwargs)
+        self._add(self._next_seq(), name, INPUT, raw=([], given), outputs=self.summaries(given))
+        if self._params_step != self.step:
+            self._params_step = self.step
+            params: list[tuple[str, torch.Tensor]] = [
+                (n, p) for n, p in module.named_parameters() if self._param_wanted(n)
+            ]
+            self._add(
+                self._next_seq(), name, PARAMS, raw=([], params), outputs=self.summaries(params)
+            )
+        loss = output.get("loss") if isinstance(output, dict) else getattr(output, "loss", None)
+        if output is not _RAISED and loss is not None and hasattr(loss, "dtype"):
+            named = [("loss", loss)]
+            self._add(self._next_seq(), name, LOSS, raw=([], named), outputs=self.summaries(named))
+
+    def _param_wanted(self, param: str) -> bool:
+        """A parameter of a module the `modules` glob picks, or of one inside such a module."""
+        if self.patterns == ("*",):
+            return True
+        parts = param.split(".")[:-1]
+        return any(
+            fnmatch.fnmatchcase(".".join(parts[:i]), p)
+            for i in range(len(parts), 0, -1)
+            for p in self.patterns
+        )
 
     def _hook(self, handle: Any) -> None:
         self._handles.append(handle)

@@ -16,6 +16,13 @@ FORWARD = "forward"  # a module call
 GRAD = "grad"  # a module's backward: the gradient it received and the one it passed on
 PROBE = "probe"  # values named with `tinykit.probe`
 RECOMPUTE = "recompute"  # a forward that activation checkpointing re-runs during backward
+# The step's own records (`tinykit.record`): what a top-level call of the model was given, the
+# model's parameters as that step began, and the loss it returned. A data or an optimizer bug
+# shows in these first, before any module's output.
+INPUT = "input"  # the tensors of a top-level call, by argument name ("labels", "args[0]")
+PARAMS = "params"  # every parameter of the model at the start of a step, by qualified name
+LOSS = "loss"  # the `loss` a top-level call returned
+STEP_KINDS = (INPUT, PARAMS, LOSS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +84,7 @@ class Record:
 
     seq: int  # start order: a forward record gets it before its children run
     module: str
-    kind: str  # FORWARD, GRAD, PROBE or RECOMPUTE
+    kind: str  # FORWARD, GRAD, PROBE, RECOMPUTE, or one of STEP_KINDS
     call: int  # how many times this (module, kind) was recorded before in this run
     inputs: list[TensorSummary] = field(default_factory=list)
     outputs: list[TensorSummary] = field(default_factory=list)
@@ -138,6 +145,16 @@ _SCALARS = (bool, int, float, str)
 def call_tensors(args: Any, kwargs: Any) -> list[tuple[str, torch.Tensor]]:
     out = _collect(tuple(args), "input", [])
     return _collect(kwargs, "input", out) if kwargs else out
+
+
+def argument_tensors(args: Any, kwargs: Any) -> list[tuple[str, torch.Tensor]]:
+    """A call's tensors named as the caller passed them: "args[0]", "labels",
+    "pixel_values", "past_key_values[0][1]" (the names of a step's "input" record)."""
+    out = _collect(tuple(args), "args", [])
+    for k, v in (kwargs or {}).items():
+        if v is not None and not isinstance(v, _SCALARS):
+            _collect(v, k, out)
+    return out
 
 
 def output_tensors(output: Any) -> list[tuple[str, torch.Tensor]]:

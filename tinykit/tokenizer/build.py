@@ -22,6 +22,7 @@ from tinykit._files import FolderResult, check_target, output_errors, output_pat
 from tinykit.errors import TinyArtifactInvalid, UsageError
 from tinykit.tokenizer import edit as tjson
 from tinykit.tokenizer import files as files_fmt
+from tinykit.tokenizer import sp_model
 from tinykit.tokenizer.family import family_for
 from tinykit.tokenizer.parts import (
     Parts,
@@ -214,7 +215,7 @@ def _write(out: Path, source: Source, tj: dict, parts: Parts) -> tuple[str, ...]
     vocab = tjson.model_vocab(tj)
     if source.method == "edit" and source.sentencepiece and source.folder is not None:
         target = out / source.sentencepiece
-        if files_fmt.shrink_sentencepiece(source.folder / source.sentencepiece, target, vocab):
+        if sp_model.shrink_sentencepiece(source.folder / source.sentencepiece, target, vocab):
             written.append(source.sentencepiece)
     if source.method == "edit" and source.tiktoken:
         special = {a["content"] for a in tj.get("added_tokens", [])}

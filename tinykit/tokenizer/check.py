@@ -14,6 +14,7 @@ from typing import Any
 from tinykit.errors import UsageError
 from tinykit.tokenizer import edit as tjson
 from tinykit.tokenizer import files as files_fmt
+from tinykit.tokenizer import sp_model
 
 ASCII_PROBE = "Hello, World! The quick brown fox jumps over 13 lazy dogs in 2024: x = y + 7.5;"
 PROBE = ASCII_PROBE + " Café naïve résumé Ærøskøbing. Emoji 😀🚀 and CJK 中文分词测试 日本語."
@@ -157,14 +158,14 @@ def _check_chat_template(tok, size: int, problems: list[str]) -> dict | None:
 def _check_slow_files(folder: Path, tok, problems: list[str]) -> dict:
     """The SentencePiece/tiktoken files must agree with tokenizer.json piece by piece."""
     found = {}
-    for name in files_fmt.SENTENCEPIECE_NAMES:
-        proto = files_fmt.read_sentencepiece(folder / name) if (folder / name).is_file() else None
-        if proto is None:
+    for name in sp_model.SENTENCEPIECE_NAMES:
+        model = sp_model.read_sentencepiece(folder / name)
+        if model is None:
             continue
         import sentencepiece
 
         sp = sentencepiece.SentencePieceProcessor(model_file=str(folder / name))
-        pieces = [p.piece for p in proto.pieces]
+        pieces = model.pieces
         mismatch = [i for i, p in enumerate(pieces) if tok.convert_ids_to_tokens(i) != p]
         if mismatch:
             problems.append(f"{name}: piece {mismatch[0]} differs from tokenizer.json")

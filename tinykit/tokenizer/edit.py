@@ -82,8 +82,10 @@ def model_vocab(tj: dict) -> list[str]:
     model = tj["model"]
     if model_type(model) == "Unigram":
         return [piece for piece, _score in model["vocab"]]
-    by_id = sorted(model["vocab"].items(), key=lambda kv: kv[1])
-    return [tok for tok, _id in by_id]
+    vocab = model["vocab"]
+    if list(vocab.values()) == list(range(len(vocab))):  # as tokenizers writes it: no sort
+        return list(vocab)
+    return [tok for tok, _id in sorted(vocab.items(), key=lambda kv: kv[1])]
 
 
 def vocab_size(tj: dict) -> int:
@@ -250,12 +252,8 @@ def rebuild(tj: dict, kept_old_ids: list[int]) -> tuple[dict, dict[int, int]]:
 
 def _kept_merges(merges: list, kept: set[str]) -> list[list[str]]:
     """Merges whose two parts and result are all kept; accepts `"a b"` and `["a", "b"]` forms."""
-    out = []
-    for merge in merges:
-        a, b = merge.split(" ", 1) if isinstance(merge, str) else merge
-        if a in kept and b in kept and a + b in kept:
-            out.append([a, b])
-    return out
+    pairs = (merge.split(" ", 1) if isinstance(merge, str) else merge for merge in merges)
+    return [[a, b] for a, b in pairs if a in kept and b in kept and a + b in kept]
 
 
 def _remap_processor(proc: dict | None, ids: dict[str, int]) -> dict | None:

@@ -1,80 +1,24 @@
-"""The two non-JSON vocab formats: SentencePiece `.model` protobufs and tiktoken rank files.
+"""tiktoken rank files (Llama-3's `original/tokenizer.model`): read, converted, written.
 
-Both are shrunk to mirror the tiny tokenizer.json exactly (same pieces, same ids), so the slow
-loaders (`sentencepiece.SentencePieceProcessor`, `tiktoken.Encoding`) and the fast one agree.
+A shrunk rank file mirrors the tiny tokenizer.json exactly (same tokens, same ids), so
+`tiktoken.Encoding` and the fast tokenizer agree. SentencePiece `.model` files, the other
+non-JSON format, are tinykit.tokenizer.sp_model's.
 """
 
 from __future__ import annotations
 
 import base64
-import os
 from collections.abc import Set as AbstractSet
 from pathlib import Path
 
 from tinykit.errors import UsageError
 
-SENTENCEPIECE_NAMES = ("tokenizer.model", "spiece.model", "sentencepiece.bpe.model")
 TIKTOKEN_NAMES = ("original/tokenizer.model", "tokenizer.model")
 # Llama-3's pre-tokenizer pattern (meta-llama/llama3 tokenizer.py).
 LLAMA3_PATTERN = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
     r"|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
-
-
-def _model_proto():
-    # The pure-Python protobuf backend parses these files faster and avoids the upb clash
-    # with other vendored copies of sentencepiece_model.proto (field guide §2, method D).
-    os.environ.setdefault("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
-    from sentencepiece import sentencepiece_model_pb2
-
-    return sentencepiece_model_pb2.ModelProto()
-
-
-def read_sentencepiece(path: Path):
-    """The parsed ModelProto, or None when `path` is not a SentencePiece protobuf."""
-    proto = _model_proto()
-    try:
-        proto.ParseFromString(path.read_bytes())
-    except Exception:  # tiktoken text files and other formats are not protobufs
-        return None
-    return proto if len(proto.pieces) else None
-
-
-def shrink_sentencepiece(src: Path, dest: Path, new_vocab: list[str]) -> bool:
-    """Write `dest` keeping the pieces of `new_vocab` (the tiny model vocab, by new id).
-
-    Tokens that are not SentencePiece pieces (T5's `<extra_id_*>`, added on top by the wrapper)
-    must come after every piece, as in the source; otherwise ids would disagree and nothing is
-    written (returns False).
-    """
-    proto = read_sentencepiece(src)
-    if proto is None:
-        return False
-    by_piece = {p.piece: p for p in proto.pieces}
-    n = 0
-    while n < len(new_vocab) and new_vocab[n] in by_piece:
-        n += 1
-    if any(tok in by_piece for tok in new_vocab[n:]):
-        return False
-    special_ids = {}
-    for field in ("unk_id", "bos_id", "eos_id", "pad_id"):
-        old = getattr(proto.trainer_spec, field)
-        if 0 <= old < len(proto.pieces):
-            special_ids[field] = proto.pieces[old].piece
-    kept = [by_piece[tok] for tok in new_vocab[:n]]
-    del proto.pieces[:]
-    proto.pieces.extend(kept)
-    new_ids = {p.piece: i for i, p in enumerate(proto.pieces)}
-    for field, piece in special_ids.items():
-        setattr(proto.trainer_spec, field, new_ids.get(piece, -1))
-    proto.trainer_spec.vocab_size = len(kept)
-    # The nmt_nfkc charsmap alone is 237 KB for T5: the tiny model normalises nothing.
-    proto.normalizer_spec.name = "identity"
-    proto.normalizer_spec.precompiled_charsmap = b""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_bytes(proto.SerializeToString())
-    return True
 
 
 def read_tiktoken(path: Path) -> dict[bytes, int] | None:

@@ -21,6 +21,7 @@ from typing import Any
 from tinykit.errors import UnsupportedModelError, UsageError
 from tinykit.tokenizer import edit as tjson
 from tinykit.tokenizer import files as files_fmt
+from tinykit.tokenizer import sp_model
 from tinykit.tokenizer import train as train
 from tinykit.tokenizer.parts import (
     Parts,
@@ -59,7 +60,7 @@ def has_tokenizer_files(folder: Path) -> bool:
     if (folder / "vocab.json").is_file() and (folder / "merges.txt").is_file():
         return True
     return any(
-        (folder / n).is_file() for n in (*files_fmt.SENTENCEPIECE_NAMES, *files_fmt.TIKTOKEN_NAMES)
+        (folder / n).is_file() for n in (*sp_model.SENTENCEPIECE_NAMES, *files_fmt.TIKTOKEN_NAMES)
     )
 
 
@@ -202,7 +203,7 @@ def _open(src: Path, vocab: int, method: str, parts: Parts, model_type: str | No
     declared = _config_added_tokens(tokens or src, config)
     old_ids = {**_config_special_ids(config, parts), **{e["content"]: e["id"] for e in declared}}
     sp = next(
-        (n for n in files_fmt.SENTENCEPIECE_NAMES if files_fmt.read_sentencepiece(src / n)), None
+        (n for n in sp_model.SENTENCEPIECE_NAMES if sp_model.read_sentencepiece(src / n)), None
     )
     return _Folder(src, config, declared, old_ids, sp, vocab, method, parts, model_type, tokens)
 

@@ -1,0 +1,98 @@
+"""Rows set apart from pass and fail: a type transformers itself cannot build or run at full size
+(`upstream_error`), and a type that needs a package this environment lacks (`missing_package`:
+timm, natten, detectron2, torchaudio, ...), reported as "needs PACKAGE" with transformers' reason.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from typing import Any
+
+MISSING_PACKAGE = (
+    # transformers' requires_backends messages: "X requires the timm library but it was not found"
+    re.compile(r"requires the (\w[\w.-]*) library but it was not found"),
+    # a module imported by model code: "No module named 'natten'"
+    re.compile(r"No module named '(\w+)"),
+    # "... requires torchaudio (not installed)"; "... scheduler requires `diffusers`. Install it"
+    re.compile(r"(?:requires|needs) `?(\w[\w.-]*)`? \(not installed\)"),
+    re.compile(r"requires `(\w[\w.-]*)`\. Install it"),
+)
+"""How a missing optional package is worded in the errors a type fails with."""
+
+
+def missing_package(reason: str | None) -> str:
+    """The package a failure says is missing, or "" when it names none."""
+    for pattern in MISSING_PACKAGE:
+        found = pattern.search(reason or "")
+        if found:
+            return found.group(1)
+    return ""
+
+
+def upstream_error(model_type: str, class_name: str | None = None) -> str | None:
+    """transformers' own failure on this type's default config at full size, on the meta device,
+    with the class the sweep builds: construction, then (for token-id models) a forward pass.
+    None when transformers' defaults build and run: then a failure is tinykit's."""
+    import torch
+    import transformers
+
+    from tinykit.model.build import class_and_config
+    from tinykit.model.config import load_config
+    from tinykit.model.inputs import Inputs, make_inputs
+
+    try:
+        raw = {"model_type": model_type}
+        requested = getattr(transformers, class_name or "", None)
+        cls, config = class_and_config(raw, load_config(raw), requested=requested)
+        with torch.device("meta"):
+            model = cls._from_config(config)
+    except Exception as e:  # any failure of transformers' own defaults
+        return f"{type(e).__name__}: {flat_message(e)[:200]}"
+    # a class without a forward of its own (Bark's, which only chains its sub-models' generate)
+    # fails any call, with no inputs as with the tiny model's
+    unimplemented = type(model).forward is torch.nn.Module.forward
+    if not unimplemented and not _reads_token_ids_only(model):
+        # a tower alone, or a model that also reads pixels, audio or state: a forward on token
+        # ids alone fails for want of those inputs, which proves nothing of transformers
+        return None
+    # the inputs and labels verify trains it on (VITS refuses any: its training is not
+    # implemented), as host tensors: the full-size weights are on the meta device
+    try:
+        made = Inputs({}) if unimplemented else make_inputs(model, batch=1, seq=8, labels=True)
+    except Exception:  # inputs tinykit cannot make: its own failure, not transformers'
+        return None
+    try:
+        with torch.device("meta"):
+            model(**made.forward, **made.labels)
+    except Exception as e:  # the full-size default fails where the tiny one did, or elsewhere
+        return f"forward: {type(e).__name__}: {flat_message(e)[:200]}"
+    return None
+
+
+NON_TEXT_PREFIXES = ("pixel_", "input_features", "input_values", "audio_", "video_", "image_")
+NON_TEXT_INPUTS = ("flattened_patches", "state", "latents", "past_values")
+
+
+def _reads_token_ids_only(model: Any) -> bool:
+    """Whether token ids are all the forward needs: it reads input_ids, requires nothing else
+    and names no pixel, audio, state or series input."""
+    params = inspect.signature(model.forward).parameters
+    required = {n for n, p in params.items() if p.default is p.empty and p.kind <= p.KEYWORD_ONLY}
+    media = [n for n in params if n.startswith(NON_TEXT_PREFIXES) or n in NON_TEXT_INPUTS]
+    return "input_ids" in params and required <= {"input_ids"} and not media
+
+
+def flat_message(e: BaseException) -> str:
+    """The message on one line: a row's reason is one line (transformers' ImportErrors open
+    with a blank one)."""
+    return " ".join(str(e).split())
+
+
+def is_upstream(reason: str, error: str | None) -> bool:
+    """Set apart only when transformers fails at full size: to build, or in the same way."""
+    if error is None:
+        return False
+    if not error.startswith("forward: "):
+        return True
+    return error.removeprefix("forward: ")[:60] in reason
