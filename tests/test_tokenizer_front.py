@@ -83,6 +83,19 @@ def test_the_config_special_ids_name_new_tokens_where_nothing_names_them(tmp_pat
     assert tok.bos_token_id != tok.eos_token_id and tok.eos_token == "<|eos|>"
 
 
+def test_a_pad_id_with_no_role_token_keeps_its_id_on_the_special_token_there(tmp_path):
+    """RoCBert names only pad_token_id = 0, which also pads its 64-row pronunciation and shape
+    tables; its vocabulary is a trained byte-level BPE with <|endoftext|> at 0 and no pad role.
+    A new <|pad|> at the end of the vocabulary would index past those tables."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    built = tinykit.make_tiny("roc_bert", tmp_path / "tiny")
+    config = AutoConfig.from_pretrained(built.path)
+    tok = AutoTokenizer.from_pretrained(built.path)
+    assert config.pad_token_id == tok.pad_token_id == 0 and tok.pad_token == "<|endoftext|>"
+    assert config.pad_token_id < min(config.pronunciation_vocab_size, config.shape_vocab_size)
+
+
 @pytest.fixture
 def llama3(tmp_path):
     """Llama-3.2-1B-Instruct's real config.json with only Meta's tiktoken original/tokenizer.model."""

@@ -150,11 +150,18 @@ def role_of(key: str) -> str:
 
 
 def name_config_ids(
-    config_ids: Iterable[tuple[str, int]], known: Mapping[int, str], roles: Mapping[str, str]
+    config_ids: Iterable[tuple[str, int]],
+    known: Mapping[int, str],
+    roles: Mapping[str, str],
+    own: Mapping[int, str] | None = None,
 ) -> dict[int, str]:
     """A token for every id the model config names: the source's or family's token of that id
     (`known`), else the tokenizer's token of the id's role (`roles`: {"eos": "</s>"}) when no
-    other id took it, else a new `<|role|>` token (`<|eos_1|>` for a list's second id)."""
+    other id took it, else, for a role the tokenizer has no token of, its own special token at
+    that id (`own`: a pad id 0 on a trained GPT-2 vocabulary is `<|endoftext|>`, so the id stays
+    0 and still indexes the model's small tables: RoCBert's pronunciation embeddings), else a
+    new `<|role|>` token (`<|eos_1|>` for a list's second id)."""
+    own = own or {}
     names: dict[int, str] = {}
     taken = set(known.values())
     seen: dict[str, int] = {}
@@ -166,6 +173,9 @@ def name_config_ids(
             continue
         if i in known:
             names[i] = known[i]
+            continue
+        if role not in roles and i in own and own[i] not in taken:
+            names[i] = own[i]  # shared, as GPT-2's pad and eos are: it takes no role's token
             continue
         token = roles.get(role) if nth == 0 else None
         if token is None or token in taken:

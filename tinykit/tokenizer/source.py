@@ -355,7 +355,8 @@ def _name_config_ids(source: Source, parts: Parts, vocab: int, defaults: dict[st
     family = parts.family
     known = {**family.special, **family.added, **{i: t for t, i in source.old_ids.items()}}
     roles = {r: token_text(source.config.get(f"{r}_token")) or t for r, t in defaults.items()}
-    names = name_config_ids(parts.config_ids, known, roles)
+    own = {a["id"]: a["content"] for a in source.tj.get("added_tokens", []) if a.get("special")}
+    names = name_config_ids(parts.config_ids, known, roles, own)
     tokens = [*names.values(), *family.tokens()]
     new = [{"content": t, "special": family.is_special(t)} for t in tokens]
     tj = train.append_added_tokens(source.tj, new)
