@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import IO
 
 __all__ = [
     "GRACE",
@@ -141,37 +142,53 @@ def run_command(
         stderr=subprocess.STDOUT if capture else None,
         start_new_session=True,  # its own group: one signal reaches everything it starts
     )
-    try:
-        if on_start is not None:
-            on_start(proc)
-    except BaseException:
-        end_group(proc.pid, signal.SIGKILL)
-        proc.wait()
-        raise
-    # Read in a thread: a grandchild left running would hold the pipe open past the exit.
+    if on_start is not None:
+        _call_on_start(proc, on_start)
     chunks: list[bytes] = []
-    reader = None
-    if capture and proc.stdout is not None:
-        stream = proc.stdout
-        reader = threading.Thread(target=lambda: chunks.append(stream.read()), daemon=True)
-        reader.start()
-    timed_out = False
-    try:
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            end_group(proc.pid, signal.SIGTERM)
-            proc.wait()
-    except BaseException as e:  # Ctrl-C, SIGTERM: the command gets the same, then we go
-        end_group(proc.pid, signal.SIGINT if type(e) is KeyboardInterrupt else signal.SIGTERM)
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-        proc.wait()
-        raise
+    reader = _start_reader(proc.stdout, chunks) if capture else None
+    timed_out = _wait_or_pass_on(proc, timeout)
     end_group(proc.pid, signal.SIGTERM)  # what it left running in its group ends with it
     if reader is not None:
         reader.join(GRACE)  # a process in another session may still hold the pipe: not forever
     code = TIMED_OUT if timed_out else shell_code(proc.returncode)
     output = b"".join(chunks).decode(errors="replace")
     return Finished(code, timed_out, time.monotonic() - start, output)
+
+
+def _call_on_start(proc: subprocess.Popen, on_start: Callable[[subprocess.Popen], object]) -> None:
+    """Call `on_start`; where it fails, the command's group is killed before the error goes on."""
+    try:
+        on_start(proc)
+    except BaseException:
+        end_group(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
+
+
+def _start_reader(stream: IO[bytes] | None, chunks: list[bytes]) -> threading.Thread | None:
+    """Read `stream` into `chunks` in a thread: a grandchild left running would hold the pipe
+    open past the exit."""
+    if stream is None:
+        return None
+    reader = threading.Thread(target=lambda: chunks.append(stream.read()), daemon=True)
+    reader.start()
+    return reader
+
+
+def _wait_or_pass_on(proc: subprocess.Popen, timeout: float | None) -> bool:
+    """Wait for the command; whether it ran past `timeout` (its group then ended). Ctrl-C and
+    SIGTERM here are passed on to the group, then re-raised once the command is gone."""
+    try:
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            end_group(proc.pid, signal.SIGTERM)
+            proc.wait()
+            return True
+    except BaseException as e:  # Ctrl-C, SIGTERM: the command gets the same, then we go
+        end_group(proc.pid, signal.SIGINT if type(e) is KeyboardInterrupt else signal.SIGTERM)
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        proc.wait()
+        raise
+    return False

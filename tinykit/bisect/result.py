@@ -53,6 +53,12 @@ class BisectResult:
         return asdict(self)
 
     def render(self) -> str:
+        lines = [*self._step_table(), self._answer(), *self._notes()]
+        lines.append(f"{len(self.steps)} steps, {self.seconds:.1f}s")
+        return "\n".join(lines)
+
+    def _step_table(self) -> list[str]:
+        """One row per tested point: its outcome, exit codes, time and subject (or command)."""
         old, new = self.terms
         shown = [_short(s.point) for s in self.steps]
         width = max([len(self.noun), *map(len, shown)])
@@ -67,28 +73,38 @@ class BisectResult:
             )
             if s.note:
                 lines.append(f"{'':<{width}} {s.note}")
+        return lines
+
+    def _answer(self) -> str:
+        """The first bad point, or the points it is one of."""
+        old, new = self.terms
         since = f" (last {old}: {_short(self.last_good)})" if self.last_good else ""
         if self.found:
             answer = " ".join(x for x in (self.package, self.first_bad, self.subject) if x)
-            lines.append(f"first {new} {self.noun}: {answer}{since}")
-        else:
-            lines.append(
-                f"undecided: the first {new} {self.noun} is one of "
-                f"{', '.join(map(_short, self.undecided))}{since}; they could not be tested"
-            )
+            return f"first {new} {self.noun}: {answer}{since}"
+        return (
+            f"undecided: the first {new} {self.noun} is one of "
+            f"{', '.join(map(_short, self.undecided))}{since}; they could not be tested"
+        )
+
+    def _notes(self) -> list[str]:
+        """The flaky and skipped points, how the ends' environments differ, their numerics."""
+        lines = []
         if self.flaky:
             lines.append(f"flaky (passed and failed on repeat): {', '.join(self.flaky)}")
         if self.skipped:
             lines.append(f"skipped: {', '.join(map(_short, self.skipped))}")
         for d in self.env_diff[:12]:
             lines.append(f"env {d['section']}.{d['key']}: {d['a']} -> {d['b']}")
-        if self.numerics:
-            n = self.numerics
-            points = f"{_short(n['old'])} -> {_short(n['new'])}"
-            lines.append(f"numerics {points}: {n['first']}")
-            lines.append(f"dumps: {' '.join(n['dumps'])}")
-        lines.append(f"{len(self.steps)} steps, {self.seconds:.1f}s")
-        return "\n".join(lines)
+        return [*lines, *self._numerics_lines()]
+
+    def _numerics_lines(self) -> list[str]:
+        """With --record: the ends recorded and the first divergence of their dumps."""
+        if not self.numerics:
+            return []
+        n = self.numerics
+        points = f"{_short(n['old'])} -> {_short(n['new'])}"
+        return [f"numerics {points}: {n['first']}", f"dumps: {' '.join(n['dumps'])}"]
 
 
 def _short(point: str) -> str:

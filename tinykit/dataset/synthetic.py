@@ -26,6 +26,7 @@ from tinykit.errors import UsageError
 
 DEFAULT_ROWS = 20
 _MAX_ATTEMPTS_PER_ROW = 10
+CONFIG_KEYS = {"features", "rows"}  # of a config in a `{"configs": {...}}` spec
 
 
 def make_synthetic_dataset(
@@ -57,10 +58,7 @@ def make_synthetic_dataset(
     text, ...) hold plausible text and never None; see tinykit.dataset.roles.
     """
     counts = check_rows(rows)
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise UsageError(f"seed={seed!r} is not an integer. Pass e.g. seed=0.")
-    if not isinstance(nulls, bool):
-        raise UsageError(f"nulls={nulls!r} must be true or false.")
+    _check_draw_options(seed, nulls)
     out = output_path(out, "synthetic-dataset")
     check_target(out, force)
     plan = config_schemas(features_or_source, counts)
@@ -79,16 +77,7 @@ def make_synthetic_dataset(
             for config, splits in schemas.items()
         }
         selection = _describe(counts)
-    with _private_hypothesis_home():
-        tables = {
-            config: [
-                Split(
-                    split, features, draw_rows(features, n, f"{seed}/{config}/{split}", nulls=nulls)
-                )
-                for split, (features, n) in splits.items()
-            ]
-            for config, splits in plan.items()
-        }
+    tables = _draw_tables(plan, seed, nulls)
     import hypothesis
 
     card = Card(
@@ -154,35 +143,41 @@ def parse_rows(text: str) -> int | dict[str, int]:
     return counts
 
 
+def _check_draw_options(seed: Any, nulls: Any) -> None:
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise UsageError(f"seed={seed!r} is not an integer. Pass e.g. seed=0.")
+    if not isinstance(nulls, bool):
+        raise UsageError(f"nulls={nulls!r} must be true or false.")
+
+
+def _draw_tables(
+    plan: dict[str, dict[str, tuple[Any, int]]], seed: int, nulls: bool
+) -> dict[str, list[Split]]:
+    """The rows of every split of every config, each drawn from its own seed."""
+    with _private_hypothesis_home():
+        return {
+            config: [
+                Split(
+                    split, features, draw_rows(features, n, f"{seed}/{config}/{split}", nulls=nulls)
+                )
+                for split, (features, n) in splits.items()
+            ]
+            for config, splits in plan.items()
+        }
+
+
 def config_schemas(
     spec: Any, rows: int | dict[str, int]
 ) -> dict[str, dict[str, tuple[Any, int]]] | None:
     """`{config: {split: (Features, rows)}}` of a `{"configs": {...}}` spec; None for any other
     spec (a Features mapping with a column named "configs" is not one: its value has no
     "features" key)."""
-    configs = (
-        spec.get("configs") if isinstance(spec, Mapping) and set(spec) == {"configs"} else None
-    )
-    if not isinstance(configs, Mapping) or not configs:
-        return None
-    if not all(isinstance(c, Mapping) and "features" in c for c in configs.values()):
+    configs = _spec_configs(spec)
+    if configs is None:
         return None
     plan: dict[str, dict[str, tuple[Any, int]]] = {}
     for name, config in configs.items():
-        if (
-            not isinstance(name, str)
-            or not name.strip()
-            or "/" in name
-            or set(config)
-            - {
-                "features",
-                "rows",
-            }
-        ):
-            raise UsageError(
-                f"configs.{name}: a config is a name (no '/') and a table of features = {{...}} "
-                "and rows = N or {split = N}, nothing else."
-            )
+        _check_config(name, config)
         features = config["features"]
         if not hasattr(features, "to_dict"):  # a Features object passes as it is
             features = _features_from_dict(dict(features))
@@ -190,6 +185,25 @@ def config_schemas(
         splits = counts if isinstance(counts, dict) else {"train": counts}
         plan[name] = {split: (features, n) for split, n in splits.items()}
     return plan
+
+
+def _spec_configs(spec: Any) -> Mapping | None:
+    """The `configs` table of a `{"configs": {...}}` spec, each config with features; else None."""
+    configs = (
+        spec.get("configs") if isinstance(spec, Mapping) and set(spec) == {"configs"} else None
+    )
+    if not isinstance(configs, Mapping) or not configs:
+        return None
+    ok = all(isinstance(c, Mapping) and "features" in c for c in configs.values())
+    return configs if ok else None
+
+
+def _check_config(name: Any, config: Mapping) -> None:
+    if not isinstance(name, str) or not name.strip() or "/" in name or set(config) - CONFIG_KEYS:
+        raise UsageError(
+            f"configs.{name}: a config is a name (no '/') and a table of features = {{...}} "
+            "and rows = N or {split = N}, nothing else."
+        )
 
 
 def _count(counts: int | dict[str, int], split: str) -> int:
@@ -301,7 +315,13 @@ def _schemas(
             path.name,
             None,
         )
-    src = sources.resolve(spec)
+    return _source_schemas(sources.resolve(spec), display_source)
+
+
+def _source_schemas(
+    src: sources.Source, display_source: str | None
+) -> tuple[dict[str, dict[str, Any]], str, str | None]:
+    """A dataset source's configs and splits, each with its declared (else inferred) features."""
     schemas: dict[str, dict[str, Any]] = {}
     for config in sources.config_names(src):
         builder = sources.open_config(src, config)

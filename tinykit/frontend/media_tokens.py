@@ -38,25 +38,35 @@ def add_media_tokens(
     processor, tokenizer, before = _built_with_named_tokens(cls, tmp, parts)
     if tokenizer is None:  # no tokenizer transformers loads alone: no processor around it
         return None
-    new: list[str] = []
-    if processor is not None:  # its tokens, and those it added to its tokenizer as it built
-        added = sorted((i, t) for t, i in tokenizer.get_added_vocab().items() if i >= before)
-        missing = [t for t in placeholders(processor).values() if not _is_token(tokenizer, t)]
-        new = list(dict.fromkeys([*(t for _, t in added), *missing]))
-        _add_special_tokens(tmp, new)
+    new = _processor_tokens(processor, tokenizer, before) if processor is not None else []
+    _add_special_tokens(tmp, new)
     if not new and before == vocab_size:  # nothing added, by name or otherwise
         return None
+    grown = _grown_tokenizer(tmp, name)
+    if len(grown) == vocab_size:
+        return None
+    # the processor's own ids as it computes them from the grown tokenizer's files
+    rebuilt = assemble(cls, grown, parts, {}) or processor
+    return len(grown), _token_ids(rebuilt, grown) if rebuilt is not None else {}
+
+
+def _grown_tokenizer(tmp: Path, name: str) -> Any:
+    """The tiny tokenizer once the processor's tokens are added; it must still load."""
     grown = load_tokenizer(tmp)
     if grown is None:
         raise TinyArtifactInvalid(
             f"the tiny tokenizer of {name} does not load once the tokens of its processor "
             "are added. This is a tinykit bug: report it with the source."
         )
-    if len(grown) == vocab_size:
-        return None
-    # the processor's own ids as it computes them from the grown tokenizer's files
-    rebuilt = assemble(cls, grown, parts, {}) or processor
-    return len(grown), _token_ids(rebuilt, grown) if rebuilt is not None else {}
+    return grown
+
+
+def _processor_tokens(processor: Any, tokenizer: Any, before: int) -> list[str]:
+    """The processor's placeholder tokens the tokenizer lacks, and those the processor added to
+    its tokenizer as it built (from id `before` on), in id order first."""
+    added = sorted((i, t) for t, i in tokenizer.get_added_vocab().items() if i >= before)
+    missing = [t for t in placeholders(processor).values() if not _is_token(tokenizer, t)]
+    return list(dict.fromkeys([*(t for _, t in added), *missing]))
 
 
 def _built_with_named_tokens(cls: Any, folder: Path, parts: dict[str, Any]) -> tuple[Any, Any, int]:

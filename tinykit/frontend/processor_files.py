@@ -69,19 +69,20 @@ def copy_processor(folder: Path, config: Any, tmp: Path) -> None:
             continue
         data = json.loads(path.read_text())
         if isinstance(size, int):
-            for key in ("size", "crop_size"):
-                if isinstance(data.get(key), dict):
-                    data[key] = {k: size for k in data[key]}
-                elif isinstance(data.get(key), int):
-                    data[key] = size
-        if (
-            isinstance(patch, int)
-            and isinstance(data.get("patch_size"), int)
-            and isinstance(size, int)
-        ):
-            data["patch_size"] = patch
+            _fit_image_geometry(data, size, patch)
         fit_audio_window(data, config)
         (tmp / name).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def _fit_image_geometry(data: dict[str, Any], size: int, patch: Any) -> None:
+    """An image processor's settings (`data`) set to the tiny tower's image `size` and patch."""
+    for key in ("size", "crop_size"):
+        if isinstance(data.get(key), dict):
+            data[key] = {k: size for k in data[key]}
+        elif isinstance(data.get(key), int):
+            data[key] = size
+    if isinstance(patch, int) and isinstance(data.get("patch_size"), int):
+        data["patch_size"] = patch
 
 
 def fit_audio_window(data: dict[str, Any], config: Any) -> bool:

@@ -29,20 +29,49 @@ def processors(
     (processors name sizes differently: height/width, a pixel budget, patch and merge sizes).
     Settings the processor and `config` name alike (an audio tower's `max_length` frames,
     `num_mel_bins`) take the tiny config's value first."""
+    table = _auto_table(table_name)
+    if table is None:  # a backend the table needs is missing: no processor, random inputs
+        return
+    for cls in _processor_classes(table, model_type):
+        built = False
+        named = _named_like(cls, config) if config is not None else {}
+        for geometry in [*([named] if named else []), *geometries, {}]:
+            try:
+                processor = cls(**{k: v for k, v in geometry.items() if v is not None})
+            except Exception:  # a processor that rejects a tiny setting: try the next one
+                continue
+            built = True
+            yield processor
+        if built:  # the first backend that builds (torchvision's, else PIL's) is the type's
+            return
+
+
+AUTO_TABLES = {
+    "image": ("image_processing_auto", "IMAGE_PROCESSOR_MAPPING_NAMES"),
+    "video": ("video_processing_auto", "VIDEO_PROCESSOR_MAPPING_NAMES"),
+    "audio": ("feature_extraction_auto", "FEATURE_EXTRACTOR_MAPPING_NAMES"),
+}
+"""transformers' auto table of each kind of sub-processor: its module and mapping's name."""
+
+
+def _auto_table(table_name: str) -> Any:
+    """transformers' auto table `table_name` (model_type -> class names); None where a backend
+    it needs is missing."""
     import importlib
 
+    # only the table asked for: the video table's module needs torchvision, even to be read
+    module, attr = AUTO_TABLES[table_name]
+    try:
+        return getattr(importlib.import_module(f"transformers.models.auto.{module}"), attr)
+    except ImportError:
+        return None
+
+
+def _processor_classes(table: Any, model_type: str) -> list[Any]:
+    """The classes `table` names for `model_type` (or a sibling or parent type), torchvision's
+    before PIL's, those transformers has."""
     import transformers
 
-    # only the table asked for: the video table's module needs torchvision, even to be read
-    module, attr = {
-        "image": ("image_processing_auto", "IMAGE_PROCESSOR_MAPPING_NAMES"),
-        "video": ("video_processing_auto", "VIDEO_PROCESSOR_MAPPING_NAMES"),
-        "audio": ("feature_extraction_auto", "FEATURE_EXTRACTOR_MAPPING_NAMES"),
-    }[table_name]
-    try:
-        table = getattr(importlib.import_module(f"transformers.models.auto.{module}"), attr)
-    except ImportError:  # a backend the table needs is missing: no processor, random inputs
-        return
     names = (
         table.get(model_type)
         or table.get(_sibling(model_type, table))
@@ -55,18 +84,7 @@ def processors(
         for n in (names if isinstance(names, list | tuple) else [names])
         if n
     ]
-    for cls in [c for c in classes if c is not None]:
-        built = False
-        named = _named_like(cls, config) if config is not None else {}
-        for geometry in [*([named] if named else []), *geometries, {}]:
-            try:
-                processor = cls(**{k: v for k, v in geometry.items() if v is not None})
-            except Exception:  # a processor that rejects a tiny setting: try the next one
-                continue
-            built = True
-            yield processor
-        if built:  # the first backend that builds (torchvision's, else PIL's) is the type's
-            return
+    return [c for c in classes if c is not None]
 
 
 def _named_like(cls: Any, config: Any) -> dict[str, int]:

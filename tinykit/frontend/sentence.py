@@ -60,25 +60,12 @@ def write_front_end(
     to the tiny `config`; with no `modules.json` there, the default pipeline when `pooling` is
     set. Returns the module folders written ([] when there is no front end)."""
     check_pooling(pooling)
-    modules_file = source / "modules.json" if source is not None else None
-    if modules_file is not None and modules_file.is_file():
-        if pooling is not None:
-            raise UsageError(
-                f"{source} has its own modules.json (its pooling is kept); drop pooling."
-            )
-        modules = json.loads(modules_file.read_text())
-    elif pooling is not None:
-        modules = _default_modules(out, pooling, config)
-    else:
+    modules = _modules(out, source, config, pooling)
+    if modules is None:
         return []
     hidden, positions = _sizes(config)
-    for name in FRONT_END_FILES[1:]:
-        path = source / name if source is not None else None
-        if path is not None and path.is_file():
-            data = json.loads(path.read_text())
-            if isinstance(positions, int) and isinstance(data.get("max_seq_length"), int):
-                data["max_seq_length"] = min(data["max_seq_length"], positions)
-            _write_json(out / name, data)
+    if source is not None:
+        _copy_settings(out, source, positions)
     _write_json(out / "modules.json", modules)
     folders = []
     for module in modules:
@@ -88,6 +75,33 @@ def write_front_end(
         folders.append(folder)
         _write_module(out / folder, source / folder if source else None, module, hidden, seed)
     return folders
+
+
+def _modules(
+    out: Path, source: Path | None, config: Any, pooling: str | None
+) -> list[dict[str, Any]] | None:
+    """The source's modules.json, else the default pipeline when `pooling` is set, else None."""
+    modules_file = source / "modules.json" if source is not None else None
+    if modules_file is not None and modules_file.is_file():
+        if pooling is not None:
+            raise UsageError(
+                f"{source} has its own modules.json (its pooling is kept); drop pooling."
+            )
+        return json.loads(modules_file.read_text())
+    if pooling is not None:
+        return _default_modules(out, pooling, config)
+    return None
+
+
+def _copy_settings(out: Path, source: Path, positions: int | None) -> None:
+    """The source's front-end settings files, `max_seq_length` capped at the tiny positions."""
+    for name in FRONT_END_FILES[1:]:
+        path = source / name
+        if path.is_file():
+            data = json.loads(path.read_text())
+            if isinstance(positions, int) and isinstance(data.get("max_seq_length"), int):
+                data["max_seq_length"] = min(data["max_seq_length"], positions)
+            _write_json(out / name, data)
 
 
 def _write_module(

@@ -24,6 +24,8 @@ from tinykit.frontend.processor_files import PROCESSOR_FILES
 from tinykit.hub.layout import SHARD_INDEX_SUFFIX, WEIGHT_SUFFIXES
 
 if TYPE_CHECKING:
+    from collections.abc import Collection
+
     from tinykit.source import Source
     from tinykit.tokenizer.parts import Parts
 
@@ -187,12 +189,7 @@ def ship(
     if spec.mode == "tiny":
         tiny = _shrink(tok, spec, choices, tmp, takes_text, parts)
         if tiny is None:
-            if choices.exact_vocab or choices.chat_template or tok.foreign or composed(choices):
-                raise UsageError(
-                    f"{src.name} takes no text, so no tokenizer is built and the tokenizer "
-                    "options (--exact-vocab, --tokenizer, --tokens-from, --chat-template, "
-                    "--add-token, --special-token) do not apply. Drop them."
-                )
+            _check_no_tokenizer_options(src.name, tok, choices)
             return Shipped()
         vocab_size, id_map = tiny.vocab_size, None if tok.foreign else tiny.id_map
     else:
@@ -202,19 +199,40 @@ def ship(
         record["chat_template_sha256"] = sha256_file(Path(choices.chat_template).expanduser())
     if vocab_size is not None and not tok.foreign and not choices.chat_template:
         return Shipped(vocab_size, id_map, {}, record)  # a tiny tokenizer checked as it was built
-    loaded = _load(tmp, tok.name, src.config)
-    if choices.chat_template and loaded.chat_template != Path(choices.chat_template).read_text():
-        raise TinyArtifactInvalid(
-            f"the tokenizer in the build does not load --chat-template {choices.chat_template} as "
-            "its template. This is a tinykit bug: report it with the tokenizer source."
-        )
+    built = Shipped(vocab_size, id_map, {}, record)
+    return _as_loaded(built, _load(tmp, tok.name, src.config), tok, choices.chat_template)
+
+
+def _as_loaded(built: Shipped, loaded: Any, tok: TokenizerSource, template: str | None) -> Shipped:
+    """`built` completed from the tokenizer as transformers loads it (its template checked):
+    its length where the build did not count it, a foreign tokenizer's special ids."""
+    _check_template(loaded, template)
     special = {k: v for k in SPECIAL_IDS if isinstance(v := getattr(loaded, k, None), int)}
     return Shipped(
-        vocab_size=vocab_size if vocab_size is not None else len(loaded),
-        id_map=id_map,
+        vocab_size=built.vocab_size if built.vocab_size is not None else len(loaded),
+        id_map=built.id_map,
         special_ids=special if tok.foreign else {},
-        record=record,
+        record=built.record,
     )
+
+
+def _check_no_tokenizer_options(name: str, tok: TokenizerSource, choices: TokenizerChoices) -> None:
+    """A model that takes no text gets no tokenizer: the tokenizer options are a mistake."""
+    if choices.exact_vocab or choices.chat_template or tok.foreign or composed(choices):
+        raise UsageError(
+            f"{name} takes no text, so no tokenizer is built and the tokenizer "
+            "options (--exact-vocab, --tokenizer, --tokens-from, --chat-template, "
+            "--add-token, --special-token) do not apply. Drop them."
+        )
+
+
+def _check_template(loaded: Any, chat_template: str | None) -> None:
+    """The loaded tokenizer's template is the --chat-template file's text."""
+    if chat_template and loaded.chat_template != Path(chat_template).read_text():
+        raise TinyArtifactInvalid(
+            f"the tokenizer in the build does not load --chat-template {chat_template} as "
+            "its template. This is a tinykit bug: report it with the tokenizer source."
+        )
 
 
 def _shrink(
@@ -251,8 +269,24 @@ def copy_real_tokenizer(tok: TokenizerSource, tmp: Path, parts: Parts, compose: 
     """Faithful mode ships the source's real tokenizer and chat template, byte for byte; a
     tiktoken rank file alone, or a composed tokenizer, also gets the tokenizer.json and
     tokenizer_config.json transformers loads, every id of the vocabulary kept."""
-    from tinykit.tokenizer import files as files_fmt
     from tinykit.tokenizer.build import replace_chat_template, write_tokenizer
+
+    folder = _real_vocabulary_folder(tok)
+    for source in dict.fromkeys(f for f in (folder, parts.tokens) if f is not None):
+        replaced = TOKENS_FILES if parts.tokens not in (None, source) else ()
+        for path in sorted(source.iterdir()):
+            if _is_tokenizer_file(path, replaced):
+                shutil.copyfile(path, tmp / path.name)
+    _copy_nested_tiktoken(folder, tmp)
+    if compose or not (tmp / "tokenizer.json").is_file():
+        whole = dataclasses.replace(parts, template=None)
+        write_tokenizer(folder, tmp, parts=whole, model_type=tok.model_type)
+    if parts.template is not None:
+        replace_chat_template(tmp, parts.template)
+
+
+def _real_vocabulary_folder(tok: TokenizerSource) -> Path:
+    """The source's folder, which faithful mode needs to hold a real vocabulary."""
     from tinykit.tokenizer.source import has_tokenizer_files
 
     if tok.folder is None:
@@ -267,26 +301,29 @@ def copy_real_tokenizer(tok: TokenizerSource, tmp: Path, parts: Parts, compose: 
             "vocabulary file (tokenizer.json, vocab files, a SentencePiece or tiktoken model). "
             "Pass --tokenizer SOURCE to take one from another source, or --mode tiny to train one."
         )
-    for folder in dict.fromkeys(f for f in (tok.folder, parts.tokens) if f is not None):
-        replaced = TOKENS_FILES if parts.tokens not in (None, folder) else ()
-        for path in sorted(folder.iterdir()):
-            if (
-                path.is_file()
-                and path.name not in NOT_TOKENIZER
-                and path.name not in replaced
-                and not path.name.lower().endswith(NOT_TOKENIZER_SUFFIXES)
-            ):
-                shutil.copyfile(path, tmp / path.name)
+    return tok.folder
+
+
+def _copy_nested_tiktoken(folder: Path, tmp: Path) -> None:
+    """original/tokenizer.model and the like: copied where the Hub layout has them."""
+    from tinykit.tokenizer import files as files_fmt
+
     for name in files_fmt.TIKTOKEN_NAMES:
-        path = tok.folder / name
-        if "/" in name and path.is_file():  # original/tokenizer.model: keep the Hub layout
+        path = folder / name
+        if "/" in name and path.is_file():
             (tmp / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path, tmp / name)
-    if compose or not (tmp / "tokenizer.json").is_file():
-        whole = dataclasses.replace(parts, template=None)
-        write_tokenizer(tok.folder, tmp, parts=whole, model_type=tok.model_type)
-    if parts.template is not None:
-        replace_chat_template(tmp, parts.template)
+
+
+def _is_tokenizer_file(path: Path, replaced: Collection[str]) -> bool:
+    """A file of the tokenizer's own (not weights or model files), unless `replaced`."""
+    name = path.name
+    return (
+        path.is_file()
+        and name not in NOT_TOKENIZER
+        and name not in replaced
+        and not name.lower().endswith(NOT_TOKENIZER_SUFFIXES)
+    )
 
 
 def _load(tmp: Path, name: str, config: dict[str, Any]) -> Any:

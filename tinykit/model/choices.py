@@ -34,6 +34,18 @@ FLAGS = {
 TOKENIZER_PARTS = {"vocab": "tokenizer", "tokens": "tokens", "template": "chat_template"}
 
 
+STRING_CHOICES = (
+    "model_class",
+    "task",
+    "preset",
+    "tokenizer",
+    "tokens",
+    "chat_template",
+    "pooling",
+)
+"""The choices that are a non-empty string, or None."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class BuildChoices:
     model_class: str | None = None
@@ -63,24 +75,15 @@ class BuildChoices:
     """Add a sentence-transformers front end with this pooling mode (tinykit.frontend.sentence)."""
 
     def __post_init__(self) -> None:
-        names = ("model_class", "task", "preset", "tokenizer", "tokens", "chat_template", "pooling")
-        for name in names:
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, str) or not value.strip()):
-                raise UsageError(f"{name}={value!r} must be a non-empty string, or None.")
+        for name in STRING_CHOICES:
+            _check_string(name, getattr(self, name))
         if not all(isinstance(t, str) and t for t in self.add_tokens):
             raise UsageError(
                 f"add_tokens={list(self.add_tokens)!r} must be non-empty strings, "
                 'e.g. add_tokens=["<think>", "</think>"].'
             )
         _check_special_tokens(self.special_tokens)
-        labels = self.num_labels
-        if labels is not None and (
-            not isinstance(labels, int) or isinstance(labels, bool) or not 1 <= labels <= 1000
-        ):
-            raise UsageError(
-                f"num_labels={labels!r} must be an integer in [1, 1000]. Pass e.g. --num-labels 2."
-            )
+        _check_num_labels(self.num_labels)
         if not isinstance(self.exact_vocab, bool):
             raise UsageError(f"exact_vocab={self.exact_vocab!r} must be True or False.")
 
@@ -130,13 +133,32 @@ def tokenizer_choices(tokenizer: Any, chat_template: Any) -> dict[str, str | Non
     return {k: None if v is None else str(v) for k, v in found.items()}
 
 
+def _check_string(name: str, value: Any) -> None:
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise UsageError(f"{name}={value!r} must be a non-empty string, or None.")
+
+
+def _check_num_labels(labels: Any) -> None:
+    if labels is not None and (
+        not isinstance(labels, int) or isinstance(labels, bool) or not 1 <= labels <= 1000
+    ):
+        raise UsageError(
+            f"num_labels={labels!r} must be an integer in [1, 1000]. Pass e.g. --num-labels 2."
+        )
+
+
+def _is_role(role: str, value: Any) -> bool:
+    """A `*_token` role with one token, or a `*_tokens` role with a list, of non-empty strings."""
+    tokens = value if isinstance(value, list) else [value]
+    good = role.endswith("_token") and not isinstance(value, list) or role.endswith("_tokens")
+    return good and bool(tokens) and all(isinstance(t, str) and t for t in tokens)
+
+
 def _check_special_tokens(roles: dict[str, Any] | None) -> None:
     if roles is None:
         return
     for role, value in roles.items() if isinstance(roles, dict) else [("", None)]:
-        tokens = value if isinstance(value, list) else [value]
-        good = role.endswith("_token") and not isinstance(value, list) or role.endswith("_tokens")
-        if not good or not tokens or not all(isinstance(t, str) and t for t in tokens):
+        if not _is_role(role, value):
             raise UsageError(
                 f"special_tokens={roles!r} must map roles to tokens, e.g. "
                 '{"pad_token": "<pad>", "additional_special_tokens": ["<|tool|>"]}.'

@@ -36,6 +36,8 @@ from tinykit.frontend.processors import (
 from tinykit.model.inputs.forward import Forward, is_int
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
     from tinykit.frontend.tokenizer import Shipped
     from tinykit.model.choices import BuildChoices
     from tinykit.model.config import ShrunkConfig
@@ -77,6 +79,25 @@ def ship_processor(tmp: Path, src: Source, model: Any, shrunk: ShrunkConfig) -> 
     if has_processor_files(src.folder):
         copy_processor(src.folder, shrunk.config, tmp)
         return
+    f, parts, pixels = _built_parts(model)
+    if not parts:  # a text model, or a tower no processor fits: nothing to ship
+        return
+    cls = processor_class(src.model_type)
+    tokenizer = load_tokenizer(tmp) if cls is not None else None
+    subs = _sub_processors(cls, parts) if cls is not None and tokenizer is not None else None
+    if subs is not None:  # every part built here: the processor, or nothing
+        processor = _fitted(cls, tokenizer, subs, f, pixels)
+        if processor is not None:
+            save_processor(processor, tmp)
+        return
+    alone = next(iter(parts.values()), None)
+    if alone is not None:
+        save_processor(alone, tmp)
+
+
+def _built_parts(model: Any) -> tuple[Forward, dict[str, Any], dict[str, Any]]:
+    """The tiny model's forward, the sub-processors built for it keyed by PARTS' tables, and
+    the pixels its image processor makes (none without one)."""
     import torch
 
     from tinykit.model.inputs.audio import audio_extractor
@@ -93,21 +114,14 @@ def ship_processor(tmp: Path, src: Source, model: Any, shrunk: ShrunkConfig) -> 
     audio = audio_extractor(f)  # (None, at once, for a forward that reads no audio)
     found = {"video": video, "image": image, "audio": audio}
     parts = {table: made[0] for table, made in found.items() if made is not None}
-    if not parts:  # a text model, or a tower no processor fits: nothing to ship
-        return
-    cls = processor_class(src.model_type)
-    tokenizer = load_tokenizer(tmp) if cls is not None else None
-    if cls is not None and tokenizer is not None:
-        wanted = {a: PARTS.get(a) for a in cls.get_attributes() if a != "tokenizer"}
-        subs = {a: parts.get(table or "") for a, table in wanted.items()}
-        if all(subs.values()):  # every part built here: the processor, or nothing
-            processor = _fitted(cls, tokenizer, subs, f, image[1] if image else {})
-            if processor is not None:
-                save_processor(processor, tmp)
-            return
-    alone = next(iter(parts.values()), None)
-    if alone is not None:
-        save_processor(alone, tmp)
+    return f, parts, image[1] if image else {}
+
+
+def _sub_processors(cls: Any, parts: dict[str, Any]) -> dict[str, Any] | None:
+    """The processor class's sub-processors by attribute, or None where one is not built here."""
+    wanted = {a: PARTS.get(a) for a in cls.get_attributes() if a != "tokenizer"}
+    subs = {a: parts.get(table or "") for a, table in wanted.items()}
+    return subs if all(subs.values()) else None
 
 
 def _fitted(
@@ -139,27 +153,42 @@ def _settings(
     the class defaults. A sub-processor that leaves a TOKEN_COUNTS attribute unset for its
     processor to read (PaliGemma's image processor) gets the count too."""
     params = inspect.signature(cls.__init__).parameters
-    nodes = [f.config, f.vision, *_sub_configs(f.config)]
-    named: dict[str, Any] = {}
-    for name, param in params.items():
-        default = param.default
-        for node in nodes:
-            value = getattr(node, name, None)
-            if type(value) in (int, float, str) and (
-                default in (None, param.empty) or type(default) is type(value)
-            ):
-                named[name] = value
-                break
+    named = _named_alike(params, [f.config, f.vision, *_sub_configs(f.config)])
     counts = {}
     per_image = _per_image(f, pixels)
     if per_image is not None:
         counts = {n: per_image for n in TOKEN_COUNTS if n in params}
-        for sub in subs.values():
-            for name in TOKEN_COUNTS:
-                if hasattr(sub, name) and getattr(sub, name) is None:
-                    setattr(sub, name, per_image)
+        _fill_token_counts(subs.values(), per_image)
     tries = [{**named, **counts}, named, {}]
     return [t for i, t in enumerate(tries) if t not in tries[:i]]
+
+
+def _named_alike(params: Mapping[str, inspect.Parameter], nodes: list[Any]) -> dict[str, Any]:
+    """The constructor's settings that a config node names alike, at the first node's value."""
+    named: dict[str, Any] = {}
+    for name, param in params.items():
+        values = (getattr(node, name, None) for node in nodes)
+        value = next((v for v in values if _fits(param, v)), None)
+        if value is not None:
+            named[name] = value
+    return named
+
+
+def _fits(param: inspect.Parameter, value: Any) -> bool:
+    """Whether a config's `value` may stand for the constructor's `param`: a plain number or
+    string, where the default is unset or of the same type."""
+    default = param.default
+    return type(value) in (int, float, str) and (
+        default in (None, param.empty) or type(default) is type(value)
+    )
+
+
+def _fill_token_counts(subs: Iterable[Any], per_image: int) -> None:
+    """Set the TOKEN_COUNTS attributes the sub-processors leave unset to the tiny tower's count."""
+    for sub in subs:
+        for name in TOKEN_COUNTS:
+            if hasattr(sub, name) and getattr(sub, name) is None:
+                setattr(sub, name, per_image)
 
 
 def _per_image(f: Forward, pixels: dict[str, Any]) -> int | None:
@@ -185,10 +214,27 @@ def _shortfall(processor: Any, f: Forward) -> int | None:
     has, with a text holding a placeholder (each of its token strings in turn, or none), or alone
     (ColPali's takes one or the other); images also as one sample's list (Idefics2's). Else how
     many image tokens per image it falls short of the tower's features (0: unknown)."""
+    from tinykit.model.inputs import Inputs
+    from tinykit.model.inputs.forward import runs
+
+    made: dict[str, Any] = {}
+    short = 0
+    for given in _processor_calls(processor, _sample_media(processor, f)):
+        try:
+            out = processor(**given, return_tensors="pt")
+        except Exception:  # this text or layout does not suit the processor: the next one
+            continue
+        inputs = {k: v for k, v in out.items() if k in f.params}
+        if runs(f.model, Inputs(_completed(f, inputs, made)).to("cpu", f.model.dtype).forward):
+            return None
+        short = short or _image_token_shortfall(processor, f, inputs)
+    return short
+
+
+def _sample_media(processor: Any, f: Forward) -> dict[str, Any]:
+    """One image and one second of audio, for each of the parts the processor has."""
     import numpy as np
 
-    from tinykit.model.inputs import Inputs, make_inputs
-    from tinykit.model.inputs.forward import runs
     from tinykit.model.inputs.image import image_side
 
     rng = np.random.default_rng(0)
@@ -205,27 +251,29 @@ def _shortfall(processor: Any, f: Forward) -> int | None:
     if extractor is not None:
         rate = getattr(extractor, "sampling_rate", 16_000)
         media["audio"] = [rng.standard_normal(rate).astype(np.float32)]
+    return media
+
+
+def _processor_calls(processor: Any, media: dict[str, Any]) -> list[dict[str, Any]]:
+    """The processor's arguments to try: each text (one per placeholder, or none) with each
+    media layout (images flat, then as one sample's list)."""
     layouts = [media, *([{**media, "images": [media["images"]]}] if "images" in media else [])]
     tokens = dict.fromkeys(["", *placeholders(processor).values()])
     texts = [*({"text": [f"{p} a tiny test"]} for p in tokens), {}]  # {}: media alone
-    made: dict[str, Any] = {}
-    short = 0
-    for given in [{**t, **m} for m in layouts for t in texts]:
-        try:
-            out = processor(**given, return_tensors="pt")
-        except Exception:  # this text or layout does not suit the processor: the next one
-            continue
-        inputs = {k: v for k, v in out.items() if k in f.params}
-        # what the forward requires beside, and a decoder's ids where no labels shift into them
-        decoder = "labels" not in inputs
-        wanted = {n for n in f.params if n in f.required or (decoder and n.startswith("decoder_"))}
-        if wanted - set(inputs) and not made:
-            made = make_inputs(f.model, batch=1, seq=8).forward
-        missing = {k: v for k, v in made.items() if k in wanted and k not in inputs}
-        if runs(f.model, Inputs({**inputs, **missing}).to("cpu", f.model.dtype).forward):
-            return None
-        short = short or _image_token_shortfall(processor, f, inputs)
-    return short
+    return [{**t, **m} for m in layouts for t in texts]
+
+
+def _completed(f: Forward, inputs: dict[str, Any], made: dict[str, Any]) -> dict[str, Any]:
+    """The processor's `inputs` plus what the forward requires beside, and a decoder's ids where
+    no labels shift into them, taken from the input maker (its output kept in `made`)."""
+    decoder = "labels" not in inputs
+    wanted = {n for n in f.params if n in f.required or (decoder and n.startswith("decoder_"))}
+    if wanted - set(inputs) and not made:
+        from tinykit.model.inputs import make_inputs
+
+        made.update(make_inputs(f.model, batch=1, seq=8).forward)
+    missing = {k: v for k, v in made.items() if k in wanted and k not in inputs}
+    return {**inputs, **missing}
 
 
 def _image_token_shortfall(processor: Any, f: Forward, inputs: dict[str, Any]) -> int:

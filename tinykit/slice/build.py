@@ -99,43 +99,50 @@ class _Weights:
     def _weight_files(self) -> list[str]:
         shards = [f for f in self.files if f.endswith(".safetensors")]
         if not shards:
-            pickles = [f for f in self.files if f.endswith(PICKLE_SUFFIXES)]
-            if pickles:
-                raise UsageError(
-                    f"{self.source} has only pickle checkpoints ({', '.join(pickles[:3])}); tinykit "
-                    "never unpickles. Convert them to safetensors (save_pretrained writes "
-                    "safetensors by default) and slice that."
-                )
-            raise UsageError(
-                f"{self.source} has no *.safetensors weights. Slice a saved model folder."
-            )
+            raise self._no_safetensors()
         if "model.safetensors" in shards:
             return ["model.safetensors"]
         if INDEX in self.files:
-            index = read_json(self.small_file(INDEX), f"{INDEX} of {self.source}")
-            weight_map = index.get("weight_map")
-            if not isinstance(weight_map, dict) or not all(
-                isinstance(k, str) and isinstance(v, str) for k, v in weight_map.items()
-            ):
-                raise UsageError(
-                    f"{INDEX} of {self.source}: field 'weight_map' must map tensor names to "
-                    f"shard file names, got {type(weight_map).__name__}. Re-save the model, or "
-                    "fix the index."
-                )
-            wanted = sorted(set(weight_map.values()))
-            absent = [f for f in wanted if f not in self.files]
-            if absent or not wanted:
-                raise UsageError(
-                    f"{INDEX} of {self.source} names shard(s) {absent[:3] or '(none)'} that are "
-                    "not there. Re-save the model, or fix the index."
-                )
-            return wanted
+            return self._indexed_shards()
         if len(shards) == 1:
             return shards
         raise UsageError(
             f"{self.source} has {len(shards)} safetensors shards but no {INDEX} to say which "
             "tensor is where. Add the index that save_pretrained writes beside them."
         )
+
+    def _no_safetensors(self) -> UsageError:
+        pickles = [f for f in self.files if f.endswith(PICKLE_SUFFIXES)]
+        if pickles:
+            return UsageError(
+                f"{self.source} has only pickle checkpoints ({', '.join(pickles[:3])}); tinykit "
+                "never unpickles. Convert them to safetensors (save_pretrained writes "
+                "safetensors by default) and slice that."
+            )
+        return UsageError(
+            f"{self.source} has no *.safetensors weights. Slice a saved model folder."
+        )
+
+    def _indexed_shards(self) -> list[str]:
+        """The shard files the index's weight_map names, each of them there."""
+        index = read_json(self.small_file(INDEX), f"{INDEX} of {self.source}")
+        weight_map = index.get("weight_map")
+        if not isinstance(weight_map, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in weight_map.items()
+        ):
+            raise UsageError(
+                f"{INDEX} of {self.source}: field 'weight_map' must map tensor names to "
+                f"shard file names, got {type(weight_map).__name__}. Re-save the model, or "
+                "fix the index."
+            )
+        wanted = sorted(set(weight_map.values()))
+        absent = [f for f in wanted if f not in self.files]
+        if absent or not wanted:
+            raise UsageError(
+                f"{INDEX} of {self.source} names shard(s) {absent[:3] or '(none)'} that are "
+                "not there. Re-save the model, or fix the index."
+            )
+        return wanted
 
     @property
     def small_names(self) -> list[str]:
@@ -220,23 +227,11 @@ def slice_model(
     computation over the kept layers (this downloads the full model from the Hub) and raises
     CheckFailed when they differ. Nothing is written unless everything succeeds.
     """
-    if out is None:
-        raise UsageError("slice_model needs out=DIR, the folder to write. Pass a new folder path.")
-    out = Path(out)
-    if out.exists():
-        raise UsageError(f"{out} already exists. Pass a new folder, or remove that one first.")
+    out = _new_folder(out)
     target_dtype = _dtype_code(dtype)
     plan_arg = parse_layers(layers)
     weights = _Weights(str(source), revision)
-    raw = read_json(weights.small_file("config.json"), f"config.json of {source}")
-    if "model_type" not in raw:
-        raise UsageError(f"config.json of {source} has no model_type. Fix the file.")
-    config, stacks = plan_stacks(raw, plan_arg)
-    if not stacks:
-        raise UnsupportedModelError(
-            f"{source}: model_type {raw['model_type']!r} has no layer count tinykit knows "
-            "(num_hidden_layers, n_layer, ...). Nothing to slice; use make-tiny."
-        )
+    config, stacks = _planned_config(weights, source, plan_arg)
     entries = weights.entries()
     kept, layer_map = map_tensors(entries, stacks)
     small = _small_files(weights)
@@ -249,10 +244,7 @@ def slice_model(
         writer.write(weights.pieces([e for _, e in kept]))
         if (index := writer.index()) is not None:
             (tmp / INDEX).write_text(json.dumps(index, indent=2) + "\n")
-        if target_dtype is not None:
-            config["dtype"] = {v: k for k, v in SAFETENSORS_CODES.items()}[target_dtype]
-            config.pop("torch_dtype", None)
-        (tmp / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+        _write_config(tmp, config, target_dtype)
         for name, path in small.items():
             shutil.copyfile(path, tmp / name)
         result = SliceResult(
@@ -272,6 +264,39 @@ def slice_model(
             full = weights.folder or _download_full(weights)
             result.check = check_slice(full, tmp, layer_map, stacks)
     return result
+
+
+def _new_folder(out: str | Path | None) -> Path:
+    if out is None:
+        raise UsageError("slice_model needs out=DIR, the folder to write. Pass a new folder path.")
+    out = Path(out)
+    if out.exists():
+        raise UsageError(f"{out} already exists. Pass a new folder, or remove that one first.")
+    return out
+
+
+def _planned_config(
+    weights: _Weights, source: str | Path, plan_arg: int | str | tuple[int, ...]
+) -> tuple[dict, list[Stack]]:
+    """The sliced config.json dict and its layer stacks (at least one)."""
+    raw = read_json(weights.small_file("config.json"), f"config.json of {source}")
+    if "model_type" not in raw:
+        raise UsageError(f"config.json of {source} has no model_type. Fix the file.")
+    config, stacks = plan_stacks(raw, plan_arg)
+    if not stacks:
+        raise UnsupportedModelError(
+            f"{source}: model_type {raw['model_type']!r} has no layer count tinykit knows "
+            "(num_hidden_layers, n_layer, ...). Nothing to slice; use make-tiny."
+        )
+    return config, stacks
+
+
+def _write_config(tmp: Path, config: dict, target_dtype: str | None) -> None:
+    """The sliced config.json, its dtype the converted one where the weights were converted."""
+    if target_dtype is not None:
+        config["dtype"] = {v: k for k, v in SAFETENSORS_CODES.items()}[target_dtype]
+        config.pop("torch_dtype", None)
+    (tmp / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
 def read_json(path: Path, what: str) -> dict[str, Any]:

@@ -54,21 +54,25 @@ def parse_layers(layers: int | str | Sequence[int]) -> int | str | tuple[int, ..
             raise UsageError(f"--layers {layers}: keep at least 1 layer. Use 1 or more, or auto.")
         return layers
     if isinstance(layers, str):
-        text = layers.strip()
-        if text == "auto":
-            return text
-        if text.isdigit():
-            return parse_layers(int(text))
-        try:
-            return tuple(int(x) for x in text.split(","))
-        except ValueError:
-            raise UsageError(
-                f"--layers {layers!r} is not a count, auto, or comma-separated layer indexes "
-                "(e.g. 2, auto, 0,5,11). Pass one of those."
-            ) from None
+        return _parse_layers_text(layers)
     if isinstance(layers, bool):
         raise UsageError(f"--layers {layers!r} is not a count. Pass a number, auto, or indexes.")
     return tuple(int(x) for x in layers)
+
+
+def _parse_layers_text(layers: str) -> int | str | tuple[int, ...]:
+    text = layers.strip()
+    if text == "auto":
+        return text
+    if text.isdigit():
+        return parse_layers(int(text))
+    try:
+        return tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise UsageError(
+            f"--layers {layers!r} is not a count, auto, or comma-separated layer indexes "
+            "(e.g. 2, auto, 0,5,11). Pass one of those."
+        ) from None
 
 
 def plan_stacks(
@@ -148,26 +152,27 @@ def map_tensors(
     entries: list[TensorEntry], stacks: list[Stack]
 ) -> tuple[list[tuple[str, TensorEntry]], dict[str, list[int]]]:
     """(output name, entry) of every kept tensor, and weight prefix -> kept source layers."""
+    layer_map = _layer_map(_layer_groups(entries), stacks)
+    return _renamed(entries, layer_map), layer_map
+
+
+def _layer_groups(entries: list[TensorEntry]) -> dict[str, set[int]]:
+    """Weight prefix -> the layer indexes its tensors carry."""
     groups: dict[str, set[int]] = {}
     for e in entries:
         if m := LAYER_KEY.match(e.name):
             groups.setdefault(m["prefix"], set()).add(int(m["i"]))
+    return groups
+
+
+def _layer_map(groups: dict[str, set[int]], stacks: list[Stack]) -> dict[str, list[int]]:
+    """Weight prefix -> the source layers its config stack keeps; every stack must be matched."""
     layer_map: dict[str, list[int]] = {}
     matched: set[int] = set()
     for prefix, indexes in groups.items():
-        depth = max(indexes) + 1
-        candidates = [s for s in stacks if s.depth == depth]
-        if len({s.kept for s in candidates}) > 1:
-            words = set(re.split(r"[._]", prefix))
-            candidates = [s for s in candidates if s.hints & words] or candidates
+        candidates = _stacks_of(prefix, max(indexes) + 1, stacks)
         if not candidates:
             continue  # not a config stack (an MTP head, a conv list): copied whole
-        if len({s.kept for s in candidates}) > 1:
-            raise UnsupportedModelError(
-                f"weights {prefix}.N.* ({depth} layers) match several config stacks "
-                f"({', '.join(s.path + s.depth_key for s in candidates)}) with different kept "
-                "layers. Pass explicit --layers indexes or a count, which slice every stack alike."
-            )
         layer_map[prefix] = list(candidates[0].kept)
         matched.update(id(s) for s in candidates)
     missing = [s for s in stacks if id(s) not in matched]
@@ -177,6 +182,33 @@ def map_tensors(
             f"(depth {missing[0].depth}): tinykit finds layers named <prefix>.layers.N. (or "
             ".layer/.h/.blocks/.block). This checkpoint names them otherwise; use make-tiny."
         )
+    return layer_map
+
+
+def _stacks_of(prefix: str, depth: int, stacks: list[Stack]) -> list[Stack]:
+    """The config stacks the weights under `prefix` belong to: those of their depth, narrowed
+    by the prefix's words where they keep different layers (which must then agree)."""
+    candidates = [s for s in stacks if s.depth == depth]
+    if not _keep_alike(candidates):
+        words = set(re.split(r"[._]", prefix))
+        candidates = [s for s in candidates if s.hints & words] or candidates
+    if not _keep_alike(candidates):
+        raise UnsupportedModelError(
+            f"weights {prefix}.N.* ({depth} layers) match several config stacks "
+            f"({', '.join(s.path + s.depth_key for s in candidates)}) with different kept "
+            "layers. Pass explicit --layers indexes or a count, which slice every stack alike."
+        )
+    return candidates
+
+
+def _keep_alike(stacks: list[Stack]) -> bool:
+    return len({s.kept for s in stacks}) <= 1
+
+
+def _renamed(
+    entries: list[TensorEntry], layer_map: dict[str, list[int]]
+) -> list[tuple[str, TensorEntry]]:
+    """(output name, entry) of every kept tensor: a kept layer renumbered 0..k-1 in its stack."""
     kept: list[tuple[str, TensorEntry]] = []
     for e in entries:
         m = LAYER_KEY.match(e.name)
@@ -187,4 +219,4 @@ def map_tensors(
         if int(m["i"]) in order:
             new = f"{m['prefix']}.{order.index(int(m['i']))}.{e.name[m.end() :]}"
             kept.append((new, e))
-    return kept, layer_map
+    return kept

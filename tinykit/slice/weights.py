@@ -18,7 +18,7 @@ import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from tinykit.errors import UsageError
 
@@ -108,6 +108,20 @@ def parse_header(
     ]
 
 
+def _is_shape(shape: Any) -> TypeGuard[list[int]]:
+    return isinstance(shape, list) and all(_count(d) for d in shape)
+
+
+def _is_span(offsets: Any) -> TypeGuard[list[int]]:
+    """`[start, end]`, two counts with start <= end."""
+    return (
+        isinstance(offsets, list)
+        and len(offsets) == 2
+        and all(_count(o) for o in offsets)
+        and offsets[0] <= offsets[1]
+    )
+
+
 def _entry(name: str, v: Any, file: str, base: int, size: int | None, shown: str) -> TensorEntry:
     def bad(why: str) -> UsageError:
         return UsageError(f"{shown}: tensor {name!r} {why}. The file is corrupt: replace it.")
@@ -117,14 +131,9 @@ def _entry(name: str, v: Any, file: str, base: int, size: int | None, shown: str
     dtype, shape, offsets = v.get("dtype"), v.get("shape"), v.get("data_offsets")
     if not isinstance(dtype, str) or dtype not in DTYPE_SIZE:
         raise bad(f"has dtype {dtype!r}, not one of {', '.join(DTYPE_SIZE)}")
-    if not isinstance(shape, list) or not all(_count(d) for d in shape):
+    if not _is_shape(shape):
         raise bad(f"has shape {shape!r}, not a list of counts")
-    if (
-        not isinstance(offsets, list)
-        or len(offsets) != 2
-        or not all(_count(o) for o in offsets)
-        or offsets[0] > offsets[1]
-    ):
+    if not _is_span(offsets):
         raise bad(f"has data_offsets {offsets!r}, not [start, end] with 0 <= start <= end")
     need = math.prod(shape) * DTYPE_SIZE[dtype]
     if offsets[1] - offsets[0] != need:
@@ -251,40 +260,16 @@ class ShardWriter:
 
     def write(self, pieces: Pieces) -> None:
         """Write every piece; tensors of no bytes get none, so each shard is finished in turn."""
-        out = None
-        pending: bytearray | None = None  # one tensor, when its dtype is converted
         convert = self._converter()
-        try:
-            for shard in self.shards:
-                out = open(self.folder / shard.name, "wb")  # noqa: SIM115 (closed below)
+        for shard in self.shards:
+            with open(self.folder / shard.name, "wb") as out:
                 out.write(shard.header)
-                wanted = [e for _, e in shard.entries if e.nbytes]
-                for e in wanted:
-                    got = 0
+                for e in [e for _, e in shard.entries if e.nbytes]:
                     if convert and e.dtype in FLOAT_DTYPES and e.dtype != self.dtype:
-                        pending = bytearray(e.nbytes)
-                    while got < e.nbytes:
-                        entry, buf = next(pieces, (None, b""))
-                        if entry is None:  # the source ended early (a shorter file on the Hub)
-                            raise UsageError(
-                                f"{e.file} ended before tensor {e.name!r} was read whole: the "
-                                "source file is truncated. Fix the source and slice again."
-                            )
-                        if entry is not e:
-                            raise RuntimeError(f"stream out of order: {entry.name} for {e.name}")
-                        if pending is not None:
-                            pending[got : got + len(buf)] = buf
-                        else:
-                            out.write(buf)
-                        got += len(buf)
-                    if pending is not None and convert is not None:
-                        out.write(convert(pending, e.dtype))
-                        pending = None
-                out.close()
-                out = None
-        finally:
-            if out is not None:
-                out.close()
+                        out.write(convert(_read_whole(e, pieces), e.dtype))
+                        continue
+                    for buf in _tensor_pieces(e, pieces):
+                        out.write(buf)
 
     def _converter(self) -> Callable[[bytearray, str], bytes] | None:
         if self.dtype is None:
@@ -306,3 +291,29 @@ class ShardWriter:
         total = sum(e.out_nbytes(self.dtype) for s in self.shards for _, e in s.entries)
         weight_map = {name: s.name for s in self.shards for name, _ in s.entries}
         return {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}
+
+
+def _tensor_pieces(e: TensorEntry, pieces: Pieces) -> Iterator[Any]:
+    """The next pieces of `pieces`, up to the bytes of tensor `e`."""
+    got = 0
+    while got < e.nbytes:
+        entry, buf = next(pieces, (None, b""))
+        if entry is None:  # the source ended early (a shorter file on the Hub)
+            raise UsageError(
+                f"{e.file} ended before tensor {e.name!r} was read whole: the "
+                "source file is truncated. Fix the source and slice again."
+            )
+        if entry is not e:
+            raise RuntimeError(f"stream out of order: {entry.name} for {e.name}")
+        yield buf
+        got += len(buf)
+
+
+def _read_whole(e: TensorEntry, pieces: Pieces) -> bytearray:
+    """The bytes of tensor `e` in one buffer (to convert its dtype)."""
+    whole = bytearray(e.nbytes)
+    got = 0
+    for buf in _tensor_pieces(e, pieces):
+        whole[got : got + len(buf)] = buf
+        got += len(buf)
+    return whole

@@ -204,15 +204,32 @@ def merge_requests(
             continue
         key = spelled.setdefault((r.repo_type, r.repo_id.lower()), (r.repo_type, r.repo_id))
         asked = repos.setdefault(key, RepoRequests())
-        if r.filename and r.filename not in asked.files:
-            asked.files.append(r.filename)
-        if (r.repo_type, r.repo_id.lower()) in served and r.filename and r.status == 404:
-            gone = missing.setdefault(key, [])
-            if r.filename not in gone:
-                gone.append(r.filename)
+        if r.filename:
+            _add_once(asked.files, r.filename)
+            if r.status == 404 and (r.repo_type, r.repo_id.lower()) in served:
+                _add_once(missing.setdefault(key, []), r.filename)
         rev = r.revision or "main"
-        if rev != "main" and not re.fullmatch(r"[0-9a-f]{40}", rev) and rev not in asked.revisions:
-            asked.revisions.append(rev)
+        if _is_branch(rev):
+            _add_once(asked.revisions, rev)
+    _renew_missing(repos, missing, served)
+
+
+def _add_once(items: list[str], item: str) -> None:
+    if item not in items:
+        items.append(item)
+
+
+def _is_branch(rev: str) -> bool:
+    """A revision other than `main` that is not a commit hash."""
+    return rev != "main" and not re.fullmatch(r"[0-9a-f]{40}", rev)
+
+
+def _renew_missing(
+    repos: dict[tuple[str, str], RepoRequests],
+    missing: dict[tuple[str, str], list[str]],
+    served: Collection[tuple[str, str]],
+) -> None:
+    """For each repo in `served`, its `missing` files become this pass's 404s."""
     for key, asked in repos.items():
         if (key[0], key[1].lower()) in served:
             # a front-end file once missing keeps its option: it is there now because of it

@@ -118,26 +118,38 @@ def _draft(
     elif repo_type != "model":
         return DraftEntry(repo_type, repo_id, None, todo=_TODO[repo_type])
     else:
-        guess = guess_source(repo_id)
-        entry = DraftEntry(repo_type, repo_id, dict(guess or {"source": DEFAULT_SOURCE}))
-        if guess is None:
-            entry.notes.append(
-                f"source: no model_type or class in its name, so the default text model "
-                f"({DEFAULT_SOURCE}); the suite's requests were answered by it"
-            )
+        entry = _guessed_model(repo_id)
     if repo_type == "model" and entry.fields is not None:
-        for name in asked.missing:
-            if name in FILE_OPTIONS:
-                option, value, why = FILE_OPTIONS[name]
-                entry.fields.setdefault(option, value)
-                entry.notes.append(f"{option}: {why}")
-        unbuilt = [f for f in asked.missing if f not in FILE_OPTIONS and f not in PROBED]
-        if unbuilt:
-            entry.notes.append(
-                f"asked for, not built by tinykit: {', '.join(unbuilt[:8])} (the suite falls "
-                "back without them, or those tests fail: list them as known failures)"
-            )
+        _add_file_options(entry, entry.fields, asked.missing)
     return entry
+
+
+def _guessed_model(repo_id: str) -> DraftEntry:
+    """A model's entry from its name (the default text model where it names none)."""
+    guess = guess_source(repo_id)
+    entry = DraftEntry("model", repo_id, dict(guess or {"source": DEFAULT_SOURCE}))
+    if guess is None:
+        entry.notes.append(
+            f"source: no model_type or class in its name, so the default text model "
+            f"({DEFAULT_SOURCE}); the suite's requests were answered by it"
+        )
+    return entry
+
+
+def _add_file_options(entry: DraftEntry, fields: dict[str, object], missing: list[str]) -> None:
+    """The options that build the front-end files the suite asked for and missed; a note of
+    those tinykit does not build."""
+    for name in missing:
+        if name in FILE_OPTIONS:
+            option, value, why = FILE_OPTIONS[name]
+            fields.setdefault(option, value)
+            entry.notes.append(f"{option}: {why}")
+    unbuilt = [f for f in missing if f not in FILE_OPTIONS and f not in PROBED]
+    if unbuilt:
+        entry.notes.append(
+            f"asked for, not built by tinykit: {', '.join(unbuilt[:8])} (the suite falls "
+            "back without them, or those tests fail: list them as known failures)"
+        )
 
 
 def local_sources(folders: list[str | os.PathLike[str]]) -> dict[str, Path]:

@@ -136,6 +136,22 @@ def parse_manifest(data: dict[str, Any], path: Path | None = None) -> Manifest:
 
 
 def _entry(where: str, kind: str, repo_id: Any, table: Any, defaults: dict) -> Entry:
+    _check_repo_id(where, repo_id)
+    if not isinstance(table, dict):
+        raise UsageError(f"{where} must be a table with at least source = ...")
+    drawn = KINDS[kind].synthetic
+    kind, schema = _kind_and_schema(where, kind, table)
+    features = KINDS[kind].features_source and schema is not None
+    source = _entry_source(where, table, schema, features=features, drawn=drawn)
+    options = {**defaults, **{k: v for k, v in table.items() if k not in _ENTRY_KEYS}}
+    if features:
+        options.pop(schema)
+    options = _check_options(where, kind, options)
+    revisions = _revisions(where, kind, table.get("revisions", []))
+    return Entry(str(repo_id), kind, source, options, revisions)
+
+
+def _check_repo_id(where: str, repo_id: Any) -> None:
     if not _REPO_ID.match(str(repo_id)):
         raise UsageError(
             f"{where}: {repo_id!r} is not a Hub repo id. Write it as org/name "
@@ -147,22 +163,37 @@ def _entry(where: str, kind: str, repo_id: Any, table: Any, defaults: dict) -> E
             "reserved prefix of Hub URLs, not an org (a dataset goes in "
             '[datasets."org/name"]). Use another org.'
         )
-    if not isinstance(table, dict):
-        raise UsageError(f"{where} must be a table with at least source = ...")
-    synthetic, drawn = table.get("synthetic", False), KINDS[kind].synthetic
-    if not isinstance(synthetic, bool) or (synthetic and not drawn):
-        raise UsageError(f"{where}: field 'synthetic' must be true or false, on datasets only.")
+
+
+def _kind_and_schema(where: str, kind: str, table: dict) -> tuple[str, str | None]:
+    """The entry's kind (a dataset whose rows are drawn becomes the synthetic kind) and the
+    field holding its schema: `features`, `configs` (a table per config), or None."""
+    drawn = KINDS[kind].synthetic
+    synthetic = _synthetic(where, table, drawn)
     # configs = { name = { features = ..., rows = ... } }: a schema per config (a list selects)
     per_config = isinstance(table.get("configs"), dict)
     if drawn and (synthetic or "features" in table or per_config):
         kind = drawn  # rows drawn from features, not a shrunk source
-    schema = "features" if "features" in table else "configs" if per_config else None
-    if schema and "features" in table and per_config:
+    if "features" in table and per_config:
         raise UsageError(
             f"{where}: give features (one config) or configs = {{name = {{features = ...}}}}, "
             "not both."
         )
-    features = KINDS[kind].features_source and schema is not None
+    return kind, "features" if "features" in table else "configs" if per_config else None
+
+
+def _synthetic(where: str, table: dict, drawn: str | None) -> bool:
+    """The entry's `synthetic` flag: a bool, true only for a kind whose rows can be drawn."""
+    synthetic = table.get("synthetic", False)
+    if not isinstance(synthetic, bool) or (synthetic and not drawn):
+        raise UsageError(f"{where}: field 'synthetic' must be true or false, on datasets only.")
+    return synthetic
+
+
+def _entry_source(
+    where: str, table: dict, schema: str | None, *, features: bool, drawn: str | None
+) -> Any:
+    """What the entry is built from: its `source`, or for rows drawn from features its schema."""
     source: Any = table.get("features") if schema == "features" else table.get("source")
     if schema == "configs" and features:
         source = {"configs": table["configs"]}
@@ -173,12 +204,7 @@ def _entry(where: str, kind: str, repo_id: Any, table: Any, defaults: dict) -> E
             f"{where}: field 'source' is missing. Set it to a model_type, a folder or a Hub id"
             + (" (or features = {...} for synthetic rows)." if drawn else ".")
         )
-    options = {**defaults, **{k: v for k, v in table.items() if k not in _ENTRY_KEYS}}
-    if features:
-        options.pop(schema)
-    options = _check_options(where, kind, options)
-    revisions = _revisions(where, kind, table.get("revisions", []))
-    return Entry(str(repo_id), kind, source, options, revisions)
+    return source
 
 
 def _revisions(where: str, kind: str, value: Any) -> dict[str, dict[str, Any]]:
@@ -191,8 +217,7 @@ def _revisions(where: str, kind: str, value: Any) -> dict[str, dict[str, Any]]:
             "or tables of options per branch."
         )
     for name, options in value.items():
-        parts = name.split("/")
-        if name == "main" or any(p in ("", ".", "..") for p in parts) or "\\" in name:
+        if not _is_branch_name(name):
             raise UsageError(
                 f"{where}: revision {name!r} is not a branch name. Use names like "
                 "'v2' or 'refs/pr/1' (main is the entry itself)."
@@ -201,6 +226,12 @@ def _revisions(where: str, kind: str, value: Any) -> dict[str, dict[str, Any]]:
             raise UsageError(f"{where}: revisions.{name!r} must be a table of options.")
         _check_options(f"{where} revisions.{name!r}", kind, options)
     return {name: dict(options) for name, options in value.items()}
+
+
+def _is_branch_name(name: str) -> bool:
+    """A branch other than main, with no empty, `.` or `..` part and no backslash."""
+    parts = name.split("/")
+    return name != "main" and not any(p in ("", ".", "..") for p in parts) and "\\" not in name
 
 
 def valid_options(kind: str) -> set[str]:
@@ -234,24 +265,22 @@ def resolve_path(value: Any, base: Path) -> Any:
     if isinstance(value, str) and value.startswith(PACKAGE_PREFIX):
         return str(package_file(value))
     if isinstance(value, str) and value and not Path(value).is_absolute():
-        candidate = base / value
-        if candidate.exists():
-            return str(candidate.resolve())
+        return _beside(value, base)
     return value
+
+
+def _beside(value: str, base: Path) -> str:
+    """The relative path `value` as an absolute one where it exists under `base`, else as is."""
+    candidate = base / value
+    return str(candidate.resolve()) if candidate.exists() else value
 
 
 def package_file(value: str) -> Path:
     """The file `pkg:PACKAGE/path/inside` names, in the installed package; UsageError if the
     package is not installed or holds no such file."""
-    import importlib.util
-
     package, _, inside = value.removeprefix(PACKAGE_PREFIX).partition("/")
-    try:
-        spec = importlib.util.find_spec(package) if package.isidentifier() else None
-    except (ImportError, ValueError):
-        spec = None
-    roots = list(spec.submodule_search_locations or []) if spec else []
-    if spec is None or not roots or not inside:
+    roots = _package_roots(package)
+    if not roots or not inside:
         raise UsageError(
             f"{value!r}: no installed package {package!r} to read {inside or 'a file'!r} from. "
             "Write pkg:PACKAGE/path/inside/it with an installed package's import name."
@@ -262,3 +291,14 @@ def package_file(value: str) -> Path:
             f"{value!r}: package {package!r} ({roots[0]}) has no file {inside!r}. Check the path."
         )
     return found
+
+
+def _package_roots(package: str) -> list[str]:
+    """The folders of the installed package `package` (none when it is not installed)."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(package) if package.isidentifier() else None
+    except (ImportError, ValueError):
+        spec = None
+    return list(spec.submodule_search_locations or []) if spec else []

@@ -62,18 +62,10 @@ class Route:
         got: dict[str, str] = {}
         i = 0
         for part in self.parts:
-            if part == "{type?}":
-                prefix = _PREFIX.get(segments[i]) if i < len(segments) else None
-                got["type"] = prefix or "model"
-                i += 1 if prefix else 0
-            elif part.endswith(("*}", "+}")):
-                if part.endswith("+}") and i == len(segments):
-                    return None
-                got[part[1:-2]], i = "/".join(segments[i:]), len(segments)
-            elif i == len(segments) or not _fits(part, segments[i], got):
+            after = _consume(part, segments, i, got)
+            if after is None:
                 return None
-            else:
-                i += 1
+            i = after
         return got if i == len(segments) else None
 
     def target(self, got: dict[str, str]) -> Target:
@@ -87,6 +79,23 @@ class Route:
             path=got.get("path", ""),
             oid=got.get("oid", ""),
         )
+
+
+def _consume(part: str, segments: Sequence[str], i: int, got: dict[str, str]) -> int | None:
+    """Match one template part at `segments[i]`, capturing into `got`: the index of the next
+    segment, or None where the part does not fit."""
+    if part == "{type?}":  # an optional repo type prefix (none: a model)
+        prefix = _PREFIX.get(segments[i]) if i < len(segments) else None
+        got["type"] = prefix or "model"
+        return i + 1 if prefix else i
+    if part.endswith(("*}", "+}")):  # the rest of the path (`+`: at least one segment)
+        if part.endswith("+}") and i == len(segments):
+            return None
+        got[part[1:-2]] = "/".join(segments[i:])
+        return len(segments)
+    if i == len(segments) or not _fits(part, segments[i], got):
+        return None
+    return i + 1
 
 
 def _fits(part: str, segment: str, got: dict[str, str]) -> bool:

@@ -135,11 +135,16 @@ def knob_values(
     for key, cap in recipe.cap.items():
         if is_int(full.get(key)) or is_int_list(full.get(key)):
             out[key] = capped(full[key], cap)
-    if sizes.experts:  # grouped expert matmuls need 16-byte strides: MLP widths a multiple of 8
-        for key in recipe.knobs["intermediate"] + recipe.knobs["expert_intermediate"]:
-            if is_int(out.get(key)):
-                out[key] = -(-out[key] // MOE_WIDTH_MULTIPLE) * MOE_WIDTH_MULTIPLE
+    if sizes.experts:
+        _round_up_moe_widths(out, recipe)
     return out
+
+
+def _round_up_moe_widths(out: dict[str, Any], recipe: Recipe) -> None:
+    """Grouped expert matmuls need 16-byte strides: MLP widths become a multiple of 8."""
+    for key in recipe.knobs["intermediate"] + recipe.knobs["expert_intermediate"]:
+        if is_int(out.get(key)):
+            out[key] = -(-out[key] // MOE_WIDTH_MULTIPLE) * MOE_WIDTH_MULTIPLE
 
 
 def _rule_for(knob: KnobRule, key: str, full: dict[str, Any]) -> Rule | None:

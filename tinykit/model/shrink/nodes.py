@@ -45,13 +45,7 @@ def shrink_node(
     ctx.used.update(recipe.sources)
     for key in recipe.drop if not ctx.remote_code else set(recipe.drop) - {"auto_map"}:
         base.pop(key, None)
-    subs = {
-        key: shrink_node(
-            value, base.setdefault(key, {"model_type": value["model_type"]}), f"{path}{key}.", ctx
-        )
-        for key, value in full.items()
-        if isinstance(value, dict) and "model_type" in value
-    }
+    subs = _shrink_subs(full, base, path, ctx)
     overrides = knob_values(full, recipe, ctx.spec, ctx.vocab)
     overrides.update(_settings_dicts(full, recipe, ctx, path))
     _follow_backbone_patch_size(full, subs, overrides, recipe)
@@ -72,6 +66,19 @@ def shrink_node(
     rescale_rope_positions(full, merged, overrides)
     base.update(overrides)
     return {**merged, **overrides}
+
+
+def _shrink_subs(
+    full: dict[str, Any], base: dict[str, Any], path: str, ctx: Context
+) -> dict[str, Any]:
+    """The node's sub-configs (those with a model_type of their own), each shrunk as a node."""
+    return {
+        key: shrink_node(
+            value, base.setdefault(key, {"model_type": value["model_type"]}), f"{path}{key}.", ctx
+        )
+        for key, value in full.items()
+        if isinstance(value, dict) and "model_type" in value
+    }
 
 
 def _settings_dicts(
@@ -113,14 +120,19 @@ def _planned_depth(full: dict[str, Any], recipe: Recipe, ctx: Context, path: str
             layer: _shrink_entry(entry, full, recipe, ctx, f"{path}{key}.{layer}.")
             for layer, entry in out[key].items()
         }
-    # every other depth key of the node (xLSTM's num_blocks beside num_hidden_layers) follows
-    # (at least 2 under auto, as a main stack: a one-layer encoder (RT-DETR's) must not leave
-    # its decoder one layer deep, where per-layer heads tied to layer 0 have nothing to tie)
-    depth = max(len(plan.kept), 2 if ctx.spec.layers == "auto" else 1)
-    for key in [*_depth_keys(full, recipe)[1:], *recipe.knobs["other_layers"]]:
-        if is_int(full.get(key)):
-            out[key] = min(full[key], depth)
+    out.update(_other_depths(full, recipe, ctx, plan))
     return out
+
+
+def _other_depths(
+    full: dict[str, Any], recipe: Recipe, ctx: Context, plan: LayerPlan
+) -> dict[str, int]:
+    """Every other depth key of the node (xLSTM's num_blocks beside num_hidden_layers) follows
+    the plan (at least 2 under auto, as a main stack: a one-layer encoder (RT-DETR's) must not
+    leave its decoder one layer deep, where per-layer heads tied to layer 0 have nothing to tie)."""
+    depth = max(len(plan.kept), 2 if ctx.spec.layers == "auto" else 1)
+    keys = [*_depth_keys(full, recipe)[1:], *recipe.knobs["other_layers"]]
+    return {key: min(full[key], depth) for key in keys if is_int(full.get(key))}
 
 
 def _depth_keys(full: dict[str, Any], recipe: Recipe) -> list[str]:
@@ -190,10 +202,9 @@ def _backbone_outputs(full: dict[str, Any], ctx: Context, path: str) -> dict[str
     Stage backbones (ResNet, Swin) keep their stage count, so the source's selection stands.
     A layer stack (ViT) selects its last layers; a stack of one block type planned shallower
     than the selection is deepened to it (`stage_names` follow from the depth)."""
-    selected, names = full.get("out_indices"), full.get("stage_names")
-    if not isinstance(selected, list) or not is_int_list(selected) or not isinstance(names, list):
+    indices = _selected_stages(full)
+    if indices is None:
         return {}
-    indices = sorted({i % len(names) for i in selected})
     plan = ctx.plans.get(path or ".")
     out: dict[str, Any] = {}
     if plan is None or ctx.keep_depth:
@@ -208,6 +219,14 @@ def _backbone_outputs(full: dict[str, Any], ctx: Context, path: str) -> dict[str
     return {**out, "out_indices": stem + list(range(max(1, depth - wanted + 1), depth + 1))}
 
 
+def _selected_stages(full: dict[str, Any]) -> list[int] | None:
+    """The backbone's `out_indices` as stage indexes (sorted, not negative); None without."""
+    selected, names = full.get("out_indices"), full.get("stage_names")
+    if not isinstance(selected, list) or not is_int_list(selected) or not isinstance(names, list):
+        return None
+    return sorted({i % len(names) for i in selected})
+
+
 def _clamp_tower_layers(
     merged: dict[str, Any], overrides: dict[str, Any], tower: dict[str, Any] | None, recipe: Recipe
 ) -> None:
@@ -217,13 +236,24 @@ def _clamp_tower_layers(
     if depth is None:
         return
     keys = recipe.layer_fields.get("tower_layer_refs", ())
+    for name, node in _node_and_settings(merged, tower):
+        for key in keys:
+            value: Any = node.get(key)
+            if not (is_int(value) or is_int_list(value)):
+                continue
+            fixed = _clamped(value, depth)
+            if name:
+                overrides[name] = merged[name] = {**node, key: fixed}
+            else:
+                overrides[key] = merged[key] = fixed
 
-    # within the tower's layers (0 .. depth - 1): valid as a layer index (Molmo2 validates so)
-    # and as an index into its depth + 1 hidden states alike
-    def clamp(v: int) -> int:
-        return max(v, -depth) if v < 0 else min(v, depth - 1)
 
-    nodes = [  # the node, its settings dicts and sub-configs (Molmo2's adapter_config)
+def _node_and_settings(
+    merged: dict[str, Any], tower: dict[str, Any] | None
+) -> list[tuple[str, dict[str, Any]]]:
+    """The node ("") and its settings dicts and sub-configs (Molmo2's adapter_config) by key,
+    the tower left out."""
+    return [
         ("", merged),
         *(
             (k, v)
@@ -231,15 +261,16 @@ def _clamp_tower_layers(
             if k.endswith("_config") and isinstance(v, dict) and v is not tower
         ),
     ]
-    for name, node in nodes:
-        for key in keys:
-            value: Any = node.get(key)
-            if is_int(value) or is_int_list(value):
-                fixed = [clamp(v) for v in value] if isinstance(value, list) else clamp(value)
-                if name:
-                    overrides[name] = merged[name] = {**node, key: fixed}
-                else:
-                    overrides[key] = merged[key] = fixed
+
+
+def _clamped(value: int | list[int], depth: int) -> int | list[int]:
+    """Layer indexes within the tower's layers (0 .. depth - 1), sign kept: valid as a layer
+    index (Molmo2 validates so) and as an index into its depth + 1 hidden states alike."""
+
+    def clamp(v: int) -> int:
+        return max(v, -depth) if v < 0 else min(v, depth - 1)
+
+    return [clamp(v) for v in value] if isinstance(value, list) else clamp(value)
 
 
 def _rescale_pinpoints(
@@ -252,10 +283,15 @@ def _rescale_pinpoints(
     after = (merged.get("vision_config") or {}).get("image_size")
     if not (isinstance(grid, list) and is_int(before) and is_int(after)) or before == after:
         return
-    if all(is_int_list(pair) and all(v % before == 0 for v in pair) for pair in grid):
+    if _on_grid(grid, before):
         overrides["image_grid_pinpoints"] = merged["image_grid_pinpoints"] = [
             [v // before * after for v in pair] for pair in grid
         ]
+
+
+def _on_grid(grid: list[Any], side: int) -> bool:
+    """Every entry of `grid` a pair of ints, multiples of `side`."""
+    return all(is_int_list(pair) and all(v % side == 0 for v in pair) for pair in grid)
 
 
 def _is_list(value: Any) -> bool:

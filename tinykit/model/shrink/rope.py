@@ -13,6 +13,8 @@ from tinykit.model.shrink.values import first_int, is_int
 
 MROPE_AXES = (2, 3, 3)
 """Proportions of the (time, height, width) rotary sections where a config gives none."""
+POSITIONS = "max_position_embeddings"
+ORIGINAL = "original_max_position_embeddings"
 
 
 def shrink_rope(merged: dict[str, Any], overrides: dict[str, Any], recipe: Recipe) -> None:
@@ -20,30 +22,47 @@ def shrink_rope(merged: dict[str, Any], overrides: dict[str, Any], recipe: Recip
     rope = merged.get("rope_parameters") or merged.get("rope_scaling")
     if not isinstance(rope, dict):
         return
-    # the node's own head count and width, named as the recipe's [knobs] name them
-    heads = first_int(merged, recipe.knobs["heads"])
-    width = first_int(merged, recipe.knobs["width"])
-    head_dim = (
-        merged.get("head_dim")
-        if is_int(merged.get("head_dim"))
-        else (width // heads if width and heads else None)
-    )
+    head_dim = _head_dim(merged, recipe)
     if head_dim is None:
         return
     rope = copy.deepcopy(rope)
-    for params in [rope, *[v for v in rope.values() if isinstance(v, dict)]]:
+    for params in _rope_tables(rope):
         factor = params.get("partial_rotary_factor", merged.get("partial_rotary_factor"))
         rotary_half = int(head_dim * (factor if isinstance(factor, int | float) else 1)) // 2
         for key in ("long_factor", "short_factor"):
             if isinstance(params.get(key), list):
                 params[key] = params[key][:rotary_half]
-        section = params.get("mrope_section")
-        if section is None and params is rope and _reads_mrope(merged.get("model_type")):
-            # the model falls back to a full-size section ([16, 24, 24]) when the key is absent
-            section = list(MROPE_AXES)
+        section = _mrope_section(params, merged, top=params is rope)
         if isinstance(section, list):
             params["mrope_section"] = split_like(section, rotary_half)
-    overrides["rope_parameters" if "rope_parameters" in merged else "rope_scaling"] = rope
+    overrides[_rope_key(merged)] = rope
+
+
+def _head_dim(merged: dict[str, Any], recipe: Recipe) -> int | None:
+    """The node's head_dim, else its width over its head count (named as the recipe's [knobs]
+    name them)."""
+    if is_int(merged.get("head_dim")):
+        return merged["head_dim"]
+    heads = first_int(merged, recipe.knobs["heads"])
+    width = first_int(merged, recipe.knobs["width"])
+    return width // heads if width and heads else None
+
+
+def _rope_tables(rope: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rope parameters and each per-layer-type table inside them."""
+    return [rope, *[v for v in rope.values() if isinstance(v, dict)]]
+
+
+def _rope_key(merged: dict[str, Any]) -> str:
+    return "rope_parameters" if "rope_parameters" in merged else "rope_scaling"
+
+
+def _mrope_section(params: dict[str, Any], merged: dict[str, Any], *, top: bool) -> Any:
+    section = params.get("mrope_section")
+    if section is None and top and _reads_mrope(merged.get("model_type")):
+        # the model falls back to a full-size section ([16, 24, 24]) when the key is absent
+        return list(MROPE_AXES)
+    return section
 
 
 def _reads_mrope(model_type: Any) -> bool:
@@ -63,36 +82,63 @@ def rescale_rope_positions(
     """Scaled RoPE keeps its ratio when positions shrink: ``original_max_position_embeddings``
     becomes ``positions / factor`` (and positions a multiple of it), or transformers warns on
     every load (8192 original against 512 positions for Llama 3, a YaRN factor mismatch)."""
-    key = "max_position_embeddings"
-    before, after = full.get(key), merged.get(key)
+    positions = _shrunk_positions(full, merged)
     rope = merged.get("rope_parameters") or merged.get("rope_scaling")
-    if not (isinstance(before, int) and isinstance(after, int) and isinstance(rope, dict)):
+    if positions is None or not isinstance(rope, dict):
         return
-    if after >= before:
-        return
+    before, after = positions
     rope = overrides.get("rope_parameters", overrides.get("rope_scaling", copy.deepcopy(rope)))
-    orig_key = "original_max_position_embeddings"
-    top = merged.get(orig_key)  # Phi-3 keeps it beside, not inside, rope_scaling
-    for params in [rope, *[v for v in rope.values() if isinstance(v, dict)]]:
-        original = params.get(orig_key, top if params is rope else None)
-        if not is_int(original) or original <= 0:
+    top = merged.get(ORIGINAL)  # Phi-3 keeps it beside, not inside, rope_scaling
+    for params in _rope_tables(rope):
+        original = _original_positions(params, top if params is rope else None)
+        if original is None:
             continue
-        factor = params.get("factor")
-        if not isinstance(factor, int | float) or factor <= 0:
-            factor = params["factor"] = before / original  # what it implied (Phi-3's longrope)
-        shrunk = int(after // factor)
-        if shrunk < 2:
-            # LongRoPE and YaRN divide by log(original): keep 2 original positions, a smaller
-            # factor (only a spec of fewer positions than 2 x factor gets here)
-            factor = params["factor"] = max(1.0, after / 2)
-            shrunk = max(1, int(after // factor))
-        if orig_key in params:
-            params[orig_key] = shrunk
+        shrunk, factor = _shrunk_original(params, before, after, original)
+        if ORIGINAL in params:
+            params[ORIGINAL] = shrunk
         if is_int(top):
-            overrides[orig_key] = merged[orig_key] = shrunk
-        if float(shrunk * factor).is_integer() and 0 < shrunk * factor <= after:
-            overrides[key] = merged[key] = int(shrunk * factor)
-    overrides["rope_parameters" if "rope_parameters" in merged else "rope_scaling"] = rope
+            overrides[ORIGINAL] = merged[ORIGINAL] = shrunk
+        _fit_positions(merged, overrides, shrunk * factor, after)
+    overrides[_rope_key(merged)] = rope
+
+
+def _fit_positions(
+    merged: dict[str, Any], overrides: dict[str, Any], scaled: float, after: int
+) -> None:
+    """Positions become the shrunk original times its factor, where a whole count that fits."""
+    if float(scaled).is_integer() and 0 < scaled <= after:
+        overrides[POSITIONS] = merged[POSITIONS] = int(scaled)
+
+
+def _shrunk_positions(full: dict[str, Any], merged: dict[str, Any]) -> tuple[int, int] | None:
+    """(before, after): the positions of the full config and of the tiny one, where fewer."""
+    before, after = full.get(POSITIONS), merged.get(POSITIONS)
+    if isinstance(before, int) and isinstance(after, int) and after < before:
+        return before, after
+    return None
+
+
+def _original_positions(params: dict[str, Any], default: Any) -> int | None:
+    """The table's original positions (else `default`), where a positive count."""
+    original = params.get(ORIGINAL, default)
+    return original if is_int(original) and original > 0 else None
+
+
+def _shrunk_original(
+    params: dict[str, Any], before: int, after: int, original: int
+) -> tuple[int, float]:
+    """The original positions shrunk by the table's factor, and that factor; written into the
+    table where it had none (the one its positions implied) or where it leaves fewer than 2."""
+    factor = params.get("factor")
+    if not isinstance(factor, int | float) or factor <= 0:
+        factor = params["factor"] = before / original  # what it implied (Phi-3's longrope)
+    shrunk = int(after // factor)
+    if shrunk < 2:
+        # LongRoPE and YaRN divide by log(original): keep 2 original positions, a smaller
+        # factor (only a spec of fewer positions than 2 x factor gets here)
+        factor = params["factor"] = max(1.0, after / 2)
+        shrunk = max(1, int(after // factor))
+    return shrunk, factor
 
 
 def split_like(parts: list[int], total: int) -> list[int]:
