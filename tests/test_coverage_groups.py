@@ -136,7 +136,7 @@ def test_sampled_non_text_types_pass_within_the_budget(coverage_classes):
     assert all(0 < r.weight_bytes <= MULTIMODAL_BUDGET for r in rows)
 
 
-# One type per route of the processor files a bare type ships (frontend/, model/processor.py): a placeholder
+# One type per route of the processor files a bare type ships (frontend/, model/inputs/processor.py): a placeholder
 # expanded by a count setting (Idefics3) or by patches and a CLS token (LLaVA), named tokens its
 # tiny tokenizer lacked (Gemma 3's boi/eoi), a speech encoder's window (Whisper), a video
 # classifier's frames (VideoMAE), an image processor alone (ConvNeXt: a shortest edge), a

@@ -1,4 +1,4 @@
-"""The processor files make-tiny ships (frontend/ and model/processor.py): built from a bare model_type at the
+"""The processor files make-tiny ships (frontend/ and model/inputs/processor.py): built from a bare model_type at the
 tiny geometry around the tiny tokenizer, loaded back with transformers' auto classes, and run
 through the tiny model: the image placeholder expands to as many tokens as the tower yields
 features, the feature extractor fills the encoder's window, the video frames fit the tower."""

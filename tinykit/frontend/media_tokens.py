@@ -1,6 +1,6 @@
 """The placeholder tokens of a type's processor (`<image>`, and those it adds itself, such as
 Idefics3's `<fake_token_around_image>`) added to the tiny tokenizer as special tokens, so the
-processor built around it later finds them. model/processor.py maps the config's ids of them
+processor built around it later finds them. model/inputs/processor.py maps the config's ids of them
 (`image_token_id`, `image_token_index`, ...) to the ids returned here."""
 
 from __future__ import annotations

@@ -250,7 +250,7 @@ def _build_into(
 
     from tinykit.frontend.sentence import write_front_end
     from tinykit.frontend.tokenizer import ship
-    from tinykit.model.processor import add_media_tokens, ship_processor
+    from tinykit.model.inputs.processor import add_media_tokens, ship_processor
 
     choices = choices or BuildChoices()
     hf_logging.disable_progress_bar()  # keep CLI output to tinykit's one line

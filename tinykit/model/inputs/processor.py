@@ -5,11 +5,11 @@ build, with the front end's pieces (tinykit/frontend/) doing the tokenizer and f
    tiny tokenizer (frontend/media_tokens.py), and the config's ids of them (`image_token_id`,
    `image_token_index`, ...) are mapped to theirs. The vocab grows by the tokens added.
 2. `ship_processor`, after the model is built: the processor assembled from the image processor
-   and feature extractor that the input maker feeds the tiny model (model/inputs/), the tiny
+   and feature extractor that the input maker feeds the tiny model, the tiny
    tokenizer, and settings named like config keys (`patch_size`, `num_query_tokens`) or counting
    image tokens (TOKEN_COUNTS: what the tiny tower yields per image). It is written only when a
    forward on its output (a text with its placeholder, and an image or audio) runs: that check
-   needs the forward, so it lives here, beside model/inputs/.
+   needs the forward, so it lives with the other makers of the forward's inputs.
 
 A source with processor files of its own keeps them, with the geometry set to the tiny tower's
 (`copy_processor`). A type without a multimodal processor (a vision or audio model alone), or
