@@ -102,6 +102,19 @@ def _no_process_left_behind():
 
 
 @pytest.fixture(autouse=True)
+def _no_seed_carried_over():
+    """seed_everything (check_determinism's in-process runs too) exports TINYKIT_SEED for child
+    processes: one test's seed must not become the session seed of a later test's pytester run
+    on the same xdist worker."""
+    before = os.environ.get("TINYKIT_SEED")
+    yield
+    if before is None:
+        os.environ.pop("TINYKIT_SEED", None)
+    else:
+        os.environ["TINYKIT_SEED"] = before
+
+
+@pytest.fixture(autouse=True)
 def _isolated_hf_home(tmp_path_factory, monkeypatch):
     """No test reads or writes the user's Hugging Face cache."""
     home = tmp_path_factory.getbasetemp() / "hf-home"

@@ -276,11 +276,12 @@ def test_faithful_without_tokenizer_files_is_an_error_and_verify_flags_a_missing
     )
     faithful = tinykit("make-tiny", source, "--mode", "faithful", "-o", tmp_path / "f")
     assert faithful.returncode == 2
-    assert "has no tokenizer files" in faithful.stderr and not (tmp_path / "f").exists()
+    assert "has no vocabulary file" in faithful.stderr and "--tokenizer SOURCE" in faithful.stderr
+    assert not (tmp_path / "f").exists()
     out = tmp_path / "tiny"
     assert tinykit("make-tiny", source, "-o", out).returncode == 0
     for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
         (out / name).unlink(missing_ok=True)
     checked = tinykit("verify", out)
     assert checked.returncode == 1
-    assert "PROBLEM: no tokenizer files beside the model, which reads token ids" in checked.stdout
+    assert "PROBLEM: no tokenizer beside the model, which reads token ids" in checked.stdout

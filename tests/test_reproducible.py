@@ -42,15 +42,20 @@ def test_manifest_and_card_record_every_input(tmp_path):
     assert manifest["command"] in card
 
 
-def test_an_existing_output_is_kept_without_force(tmp_path):
+def test_an_existing_output_is_kept_without_force_and_force_replaces_only_a_build(tmp_path):
     out = tmp_path / "tiny"
     out.mkdir()
     (out / "keep.txt").write_text("mine")
     with pytest.raises(tinykit.errors.UsageError, match="--force"):
         tinykit.make_tiny("llama", out)
+    with pytest.raises(tinykit.errors.UsageError, match="--force will not replace"):
+        tinykit.make_tiny("llama", out, force=True)  # not a folder tinykit built
     assert (out / "keep.txt").read_text() == "mine"
+    (out / "keep.txt").unlink()
+    tinykit.make_tiny("llama", out)
+    (out / "stale.txt").write_text("from the last build")
     tinykit.make_tiny("llama", out, force=True)
-    assert not (out / "keep.txt").exists() and (out / "model.safetensors").is_file()
+    assert not (out / "stale.txt").exists() and (out / "model.safetensors").is_file()
     assert [p.name for p in tmp_path.iterdir()] == ["tiny"]  # no temp folder left behind
 
 

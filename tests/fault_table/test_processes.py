@@ -27,6 +27,12 @@ BERT = HUB_FILES / "google-bert" / "bert-base-uncased"
 # -- signals and concurrent writers: real processes -----------------------------------------
 
 
+def _with_ctrl_c() -> None:
+    # A child inherits an ignored SIGINT (pytest run as a background job of a non-interactive
+    # shell: `bash .ci/run &`), and Python then leaves it ignored; a terminal's Ctrl-C is not.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _tinykit(*args: str, env: dict[str, str] | None = None, **kwargs) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
     return subprocess.Popen(
@@ -35,6 +41,7 @@ def _tinykit(*args: str, env: dict[str, str] | None = None, **kwargs) -> subproc
         stderr=subprocess.PIPE,
         text=True,
         env=env,
+        preexec_fn=_with_ctrl_c,
         **kwargs,
     )
 
