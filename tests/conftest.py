@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import os
+import signal
 import sys
 import time
 import uuid
@@ -99,6 +100,12 @@ def _no_process_left_behind():
             shown.append(f"{p.pid} {' '.join(p.cmdline())[:120]}")
             p.kill()
     assert not shown, "processes left behind by the tests (now killed):\n" + "\n".join(shown)
+
+
+def with_ctrl_c() -> None:
+    """preexec_fn for a child that must take Ctrl-C: CI runs as a background job of a
+    non-interactive shell, whose children inherit SIGINT ignored, and Python leaves it so."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 @pytest.fixture(autouse=True)

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import urllib.request
 
-from conftest import HUB_FILES, REPO
+from conftest import HUB_FILES, REPO, with_ctrl_c
 
 _CLIENT = """
 from pathlib import Path
@@ -22,12 +22,6 @@ api.upload_file(path_or_fileobj=b'{"pushed": 1}', path_in_repo="config.json", re
 """
 
 
-def _with_ctrl_c() -> None:
-    # A child inherits an ignored SIGINT (pytest run as a background job of a non-interactive
-    # shell: `bash .ci/run &`), and Python then leaves it ignored; a terminal's Ctrl-C is not.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def _start(*args: str) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.Popen(
@@ -36,7 +30,7 @@ def _start(*args: str) -> subprocess.Popen:
         stderr=subprocess.PIPE,
         text=True,
         env=env,
-        preexec_fn=_with_ctrl_c,
+        preexec_fn=with_ctrl_c,
     )
 
 

@@ -15,7 +15,7 @@ import time
 
 import psutil
 import pytest
-from conftest import HUB_FILES, REPO
+from conftest import HUB_FILES, REPO, with_ctrl_c
 
 from fault_table.broken import CORRUPT, cache_entry, write_remote_code
 from tinykit._files import file_hashes
@@ -27,12 +27,6 @@ BERT = HUB_FILES / "google-bert" / "bert-base-uncased"
 # -- signals and concurrent writers: real processes -----------------------------------------
 
 
-def _with_ctrl_c() -> None:
-    # A child inherits an ignored SIGINT (pytest run as a background job of a non-interactive
-    # shell: `bash .ci/run &`), and Python then leaves it ignored; a terminal's Ctrl-C is not.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def _tinykit(*args: str, env: dict[str, str] | None = None, **kwargs) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
     return subprocess.Popen(
@@ -41,7 +35,7 @@ def _tinykit(*args: str, env: dict[str, str] | None = None, **kwargs) -> subproc
         stderr=subprocess.PIPE,
         text=True,
         env=env,
-        preexec_fn=_with_ctrl_c,
+        preexec_fn=with_ctrl_c,
         **kwargs,
     )
 
