@@ -49,6 +49,18 @@ def declared_inputs(f: Forward, have: dict[str, Any], seq: int) -> dict[str, Any
     return out
 
 
+def per_token(f: Forward) -> tuple[str, ...]:
+    """The declared tensors the forward reads with one entry per token: (batch, seq, ...)."""
+    from tinykit.model.recipes import recipe_for
+
+    declared = recipe_for(getattr(f.config, "model_type", "") or "").inputs.get("tensors", {})
+    return tuple(
+        name
+        for name, entry in declared.items()
+        if name in f.params and list(entry["shape"][:2]) == ["batch", "seq"]
+    )
+
+
 def _tensor(config: Any, entry: dict[str, Any], generator: Any, batch: int, seq: int) -> Any:
     import torch
 
