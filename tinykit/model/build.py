@@ -279,7 +279,7 @@ def _build_into(
         else cls.from_config(config, trust_remote_code=True)
     )
     model = model.to(dtype)
-    _attach_generation_config(model, src, spec, shipped)
+    _attach_generation_config(model, src, spec, shipped, recipes)
     if force_bos and model.generation_config.forced_bos_token_id is None:
         model.generation_config.forced_bos_token_id = config.bos_token_id
     # Under torch.distributed, transformers saves on rank 0 only; this folder is this process's
@@ -425,15 +425,23 @@ def _takes_text(src: Source) -> bool:
     return config is not None and hasattr(config.get_text_config(decoder=True), "vocab_size")
 
 
-def _attach_generation_config(model: Any, src: Source, spec: ShrinkSpec, shipped: Shipped) -> None:
+def _attach_generation_config(
+    model: Any, src: Source, spec: ShrinkSpec, shipped: Shipped, recipes: tuple[str, ...]
+) -> None:
     """Carry the source's generation_config.json over, with its token ids kept inside the vocab
-    (those of a tokenizer from another source: its own)."""
-    path = src.folder / "generation_config.json" if src.folder else None
-    if path is None or not path.is_file():
-        return
+    (those of a tokenizer from another source: its own), and the family recipe's
+    `[generation]` settings it lacks (a bare model_type has no file at all)."""
     from transformers import GenerationConfig
 
-    data = json.loads(path.read_text())
+    from tinykit.model.recipes import recipe_for
+
+    path = src.folder / "generation_config.json" if src.folder else None
+    settings = recipe_for(src.model_type, recipes).generation
+    if path is None or not path.is_file():
+        for key, value in settings.items():
+            setattr(model.generation_config, key, value)
+        return
+    data = {**settings, **json.loads(path.read_text())}
     data.pop("transformers_version", None)
     if spec.mode == "tiny" or shipped.special_ids:
         remap_token_ids(data, model.config.get_text_config().vocab_size, shipped.id_map)

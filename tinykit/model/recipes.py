@@ -9,6 +9,9 @@ family and may add, for the model_types it lists:
   [set]      fixed values the rules cannot derive, e.g. `decoder_start_token_id = 0`
   [derive]   values recomputed from the shrunk config where it has the key,
              e.g. `qk_head_dim = "qk_nope_head_dim + qk_rope_head_dim"`
+  [generation]  generation settings every real checkpoint ships and the class default lacks,
+             written where the source has no generation_config.json entry for them, e.g.
+             `return_dict_in_generate = true` (CLVP's generate reads its decoder's sequences)
   [inputs]   how verify's sample inputs depart from the generic layout, e.g.
              `labels_per_codebook = "num_codebooks"` (labels of shape (batch, seq, codebooks))
 Users add files with `--recipe PATH`; a later file overrides an earlier one key by key.
@@ -37,6 +40,7 @@ class Recipe:
     set: dict[str, Any] = field(default_factory=dict)
     derive: dict[str, str] = field(default_factory=dict)
     inputs: dict[str, Any] = field(default_factory=dict)
+    generation: dict[str, Any] = field(default_factory=dict)
     sources: tuple[str, ...] = ()
 
 
@@ -65,6 +69,7 @@ def recipe_for(model_type: str, extra: tuple[str, ...] = ()) -> Recipe:
     fixed: dict[str, Any] = {}
     derive: dict[str, str] = dict(generic.get("derive", {}))
     inputs: dict[str, Any] = {}
+    generation: dict[str, Any] = {}
     sources = ["_generic.toml"]
     for name, data in families:
         if model_type not in data.get("model_types", ()):
@@ -80,6 +85,7 @@ def recipe_for(model_type: str, extra: tuple[str, ...] = ()) -> Recipe:
         fixed.update(data.get("set", {}))
         derive.update(data.get("derive", {}))
         inputs.update(data.get("inputs", {}))
+        generation.update(data.get("generation", {}))
     return Recipe(
         knobs={k: tuple(v) for k, v in knobs.items()},
         layer_fields={k: tuple(v) for k, v in generic["layer_fields"].items()},
@@ -88,5 +94,6 @@ def recipe_for(model_type: str, extra: tuple[str, ...] = ()) -> Recipe:
         set=fixed,
         derive=derive,
         inputs=inputs,
+        generation=generation,
         sources=tuple(sources),
     )
