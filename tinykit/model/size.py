@@ -55,7 +55,10 @@ def is_multimodal(model: Any) -> bool:
     """Whether the model reads more than token ids: pixels, audio, video or their embeddings."""
     import inspect
 
-    names = set(inspect.signature(model.forward).parameters) | {model.main_input_name}
+    main = model.main_input_name  # a list where a class names several (OneFormer's)
+    names = set(inspect.signature(model.forward).parameters) | set(
+        main if isinstance(main, list) else [main]
+    )
     return any(n in MEDIA_INPUTS or n.startswith(MEDIA_PREFIXES) for n in names)
 
 

@@ -35,7 +35,9 @@ class Forward:
 
     @property
     def main(self) -> str:
-        return str(self.model.main_input_name)
+        """The main input; the first where the class names several (OneFormer's pixels, task)."""
+        main = self.model.main_input_name
+        return str(main[0] if isinstance(main, list) else main)
 
     @property
     def names(self) -> set[str]:
