@@ -286,6 +286,7 @@ def _build_into(
     # own artifact (a tinykit_dist test builds its fixture on whichever rank takes the lock).
     model.should_save_on_this_rank = lambda is_main_process: True
     model.save_pretrained(tmp)
+    _write_recipe_files(tmp, src, model.config, spec, recipes)
     stage("processor")
     ship_processor(tmp, src, model, shrunk)
     write_front_end(tmp, src.folder, model.config, pooling=choices.pooling, seed=spec.seed)
@@ -449,6 +450,19 @@ def _attach_generation_config(
         if key in data:
             data[key] = value
     model.generation_config = GenerationConfig.from_dict(data)
+
+
+def _write_recipe_files(
+    tmp: Path, src: Source, config: Any, spec: ShrinkSpec, recipes: tuple[str, ...]
+) -> None:
+    """The files the class loads beside the weights (recipe `[files]`), where the source has none."""
+    from tinykit.model.recipe_files import write_recipe_files
+    from tinykit.model.recipes import recipe_for
+
+    files = recipe_for(src.model_type, recipes).files
+    if src.folder:  # a real checkpoint's own file is copied with it, not made up
+        files = {k: v for k, v in files.items() if not (src.folder / k).is_file()}
+    write_recipe_files(tmp, config, files, spec.seed)
 
 
 def _check(tmp: Path, src: Source, trust_remote_code: bool) -> None:

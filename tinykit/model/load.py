@@ -10,6 +10,8 @@ transformers' multi-line load table. ``load_model(path)`` does both.
 
 from __future__ import annotations
 
+import inspect
+
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,13 +56,7 @@ class ModelFolder:
         verbosity = hf_logging.get_verbosity()
         hf_logging.set_verbosity_error()  # the load report table is replaced by our one line
         try:
-            model, info = self.cls.from_pretrained(
-                self.path,
-                ignore_mismatched_sizes=True,
-                output_loading_info=True,
-                **self.load_options,
-                **from_pretrained,
-            )
+            model, info = self._from_pretrained(from_pretrained)
         except Exception as e:  # missing or truncated weights, unreadable files: all findings
             problem = f"the weights (model.safetensors) do not load: {one_line(e)}"
             raise _invalid(self.path, problem) from e
@@ -74,6 +70,31 @@ class ModelFolder:
             problem = f"the weights do not load: they do not match config.json: {shapes}"
             raise _invalid(self.path, problem)
         return model
+
+
+    def _from_pretrained(self, options: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        """(model, loading info). A class whose own from_pretrained wraps the loaded model
+        without passing the loading info through (Qwen2.5-Omni's, which then loads its
+        speakers) is loaded plainly, a size mismatch then raising instead of being listed."""
+        if _overrides_from_pretrained(self.cls) and "output_loading_info" not in inspect.signature(
+            self.cls.from_pretrained
+        ).parameters:
+            return self.cls.from_pretrained(self.path, **self.load_options, **options), {}
+        return self.cls.from_pretrained(
+            self.path,
+            ignore_mismatched_sizes=True,
+            output_loading_info=True,
+            **self.load_options,
+            **options,
+        )
+
+
+def _overrides_from_pretrained(cls: Any) -> bool:
+    from transformers import PreTrainedModel
+
+    return "from_pretrained" in vars(cls) and cls.from_pretrained.__func__ is not (
+        PreTrainedModel.from_pretrained.__func__
+    )
 
 
 def _invalid(folder: Path, problem: str) -> TinyArtifactInvalid:

@@ -12,6 +12,8 @@ family and may add, for the model_types it lists:
   [generation]  generation settings every real checkpoint ships and the class default lacks,
              written where the source has no generation_config.json entry for them, e.g.
              `return_dict_in_generate = true` (CLVP's generate reads its decoder's sequences)
+  [files]    files beside the weights the class's from_pretrained loads, made at the tiny
+             geometry (model/recipe_files.py), e.g. Qwen2.5-Omni's `spk_dict.pt`
   [inputs]   how verify's sample inputs depart from the generic layout, e.g.
              `labels_per_codebook = "num_codebooks"` (labels of shape (batch, seq, codebooks))
 Users add files with `--recipe PATH`; a later file overrides an earlier one key by key.
@@ -41,6 +43,7 @@ class Recipe:
     derive: dict[str, str] = field(default_factory=dict)
     inputs: dict[str, Any] = field(default_factory=dict)
     generation: dict[str, Any] = field(default_factory=dict)
+    files: dict[str, Any] = field(default_factory=dict)
     sources: tuple[str, ...] = ()
 
 
@@ -70,6 +73,7 @@ def recipe_for(model_type: str, extra: tuple[str, ...] = ()) -> Recipe:
     derive: dict[str, str] = dict(generic.get("derive", {}))
     inputs: dict[str, Any] = {}
     generation: dict[str, Any] = {}
+    files: dict[str, Any] = {}
     sources = ["_generic.toml"]
     for name, data in families:
         if model_type not in data.get("model_types", ()):
@@ -86,6 +90,7 @@ def recipe_for(model_type: str, extra: tuple[str, ...] = ()) -> Recipe:
         derive.update(data.get("derive", {}))
         inputs.update(data.get("inputs", {}))
         generation.update(data.get("generation", {}))
+        files.update(data.get("files", {}))
     return Recipe(
         knobs={k: tuple(v) for k, v in knobs.items()},
         layer_fields={k: tuple(v) for k, v in generic["layer_fields"].items()},
@@ -95,5 +100,6 @@ def recipe_for(model_type: str, extra: tuple[str, ...] = ()) -> Recipe:
         derive=derive,
         inputs=inputs,
         generation=generation,
+        files=files,
         sources=tuple(sources),
     )
