@@ -11,7 +11,6 @@ transformers' multi-line load table. ``load_model(path)`` does both.
 from __future__ import annotations
 
 import inspect
-
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,14 +70,14 @@ class ModelFolder:
             raise _invalid(self.path, problem)
         return model
 
-
     def _from_pretrained(self, options: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         """(model, loading info). A class whose own from_pretrained wraps the loaded model
         without passing the loading info through (Qwen2.5-Omni's, which then loads its
         speakers) is loaded plainly, a size mismatch then raising instead of being listed."""
-        if _overrides_from_pretrained(self.cls) and "output_loading_info" not in inspect.signature(
-            self.cls.from_pretrained
-        ).parameters:
+        if (
+            _overrides_from_pretrained(self.cls)
+            and "output_loading_info" not in inspect.signature(self.cls.from_pretrained).parameters
+        ):
             return self.cls.from_pretrained(self.path, **self.load_options, **options), {}
         return self.cls.from_pretrained(
             self.path,
@@ -90,11 +89,8 @@ class ModelFolder:
 
 
 def _overrides_from_pretrained(cls: Any) -> bool:
-    from transformers import PreTrainedModel
-
-    return "from_pretrained" in vars(cls) and cls.from_pretrained.__func__ is not (
-        PreTrainedModel.from_pretrained.__func__
-    )
+    """Whether the class defines from_pretrained itself (not PreTrainedModel's)."""
+    return "from_pretrained" in vars(cls)
 
 
 def _invalid(folder: Path, problem: str) -> TinyArtifactInvalid:

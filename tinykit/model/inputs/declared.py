@@ -45,7 +45,9 @@ def declared_inputs(f: Forward, have: dict[str, Any], seq: int) -> dict[str, Any
             param.KEYWORD_ONLY,
         )
         if required and name not in have and name not in out and name.endswith(EMBEDDING_SUFFIXES):
-            out[name] = declared_tensor(config, {"shape": ["batch", "seq", width]}, generator, batch, seq)
+            out[name] = declared_tensor(
+                config, {"shape": ["batch", "seq", width]}, generator, batch, seq
+            )
     return out
 
 
