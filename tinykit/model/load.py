@@ -10,7 +10,6 @@ transformers' multi-line load table. ``load_model(path)`` does both.
 
 from __future__ import annotations
 
-import inspect
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,26 +70,22 @@ class ModelFolder:
         return model
 
     def _from_pretrained(self, options: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-        """(model, loading info). A class whose own from_pretrained wraps the loaded model
-        without passing the loading info through (Qwen2.5-Omni's, which then loads its
-        speakers) is loaded plainly, a size mismatch then raising instead of being listed."""
-        if (
-            _overrides_from_pretrained(self.cls)
-            and "output_loading_info" not in inspect.signature(self.cls.from_pretrained).parameters
-        ):
-            return self.cls.from_pretrained(self.path, **self.load_options, **options), {}
-        return self.cls.from_pretrained(
-            self.path,
-            ignore_mismatched_sizes=True,
-            output_loading_info=True,
-            **self.load_options,
-            **options,
-        )
-
-
-def _overrides_from_pretrained(cls: Any) -> bool:
-    """Whether the class defines from_pretrained itself (not PreTrainedModel's)."""
-    return "from_pretrained" in vars(cls)
+        """(model, loading info). A class whose own from_pretrained uses the model it loaded
+        as if the loading info were not asked for (Qwen2.5-Omni's loads its speakers into the
+        (model, info) pair) is loaded again plainly, a size mismatch then raising instead of
+        being listed."""
+        try:
+            return self.cls.from_pretrained(
+                self.path,
+                ignore_mismatched_sizes=True,
+                output_loading_info=True,
+                **self.load_options,
+                **options,
+            )
+        except AttributeError as e:
+            if "tuple" not in str(e) or "from_pretrained" not in vars(self.cls):
+                raise
+        return self.cls.from_pretrained(self.path, **self.load_options, **options), {}
 
 
 def _invalid(folder: Path, problem: str) -> TinyArtifactInvalid:
