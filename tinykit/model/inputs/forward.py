@@ -56,8 +56,16 @@ class Forward:
 
 
 def keep_accepted(out: Any, params: set[str]) -> dict[str, Any]:
-    """A processor's outputs the forward reads; its token ids are never the text's."""
-    return {k: v for k, v in out.items() if k in params and k != "input_ids"}
+    """A processor's outputs the forward reads; its token ids are never the text's. A vision
+    tower alone reads as `pixel_*` what its composite's processor names `image_*` (Gemma 4's
+    `image_position_ids` are its tower's `pixel_position_ids`)."""
+    kept = {}
+    for name, value in out.items():
+        if name not in params and name.startswith("image_"):
+            name = "pixel_" + name.removeprefix("image_")
+        if name in params and name != "input_ids":
+            kept[name] = value
+    return kept
 
 
 def runs(model: Any, inputs: dict[str, Any]) -> bool:
