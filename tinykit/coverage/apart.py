@@ -84,7 +84,7 @@ def inference_only(forward: Any) -> bool:
 
     while forward is not None:
         code = getattr(forward, "__code__", None)
-        cells = dict(zip(code.co_freevars, forward.__closure__ or ())) if code else {}
+        cells = dict(zip(code.co_freevars, forward.__closure__ or (), strict=True)) if code else {}
         factory = cells["ctx_factory"].cell_contents if "ctx_factory" in cells else None
         if isinstance(getattr(factory, "__self__", None), torch.inference_mode):
             return True

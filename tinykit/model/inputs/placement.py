@@ -9,7 +9,6 @@ from typing import Any
 
 from tinykit.model.inputs.forward import Forward, is_int
 
-
 MEDIA_TOKEN_KEYS = ("image_token_id", "image_token_index", "video_token_id", "video_token_index")
 """Where a config names the token its pixels' features replace: the image token, else the video
 token of a model that reads frames as its `pixel_values` (InstructBLIP-Video's)."""
