@@ -136,6 +136,23 @@ def test_sampled_non_text_types_pass_within_the_budget(coverage_classes):
     assert all(0 < r.weight_bytes <= MULTIMODAL_BUDGET for r in rows)
 
 
+# One type per input a forward requires that no processor made (#31): SegGPT's half-height
+# prompt image and mask, PI0's robot state and camera pixels, Voxtral Realtime's per-token mel
+# frames, Pop2Piano's input_features and composer table for generate (recipes/), a vision tower
+# alone fed its composite processor's image_position_ids as pixel_position_ids (Gemma 4), frames
+# as pixel_values behind a video token (InstructBLIP-Video), and an image classifier over
+# pixel-cluster ids that trains on its outputs (ImageGPT).
+DECLARED = ["seggpt", "pi0", "voxtral_realtime", "pop2piano", "gemma4_vision"]
+DECLARED += ["instructblipvideo", "imagegpt"]
+
+
+@pytest.mark.parametrize("model_type", DECLARED)
+def test_types_fed_declared_or_renamed_inputs_pass(model_type, coverage_classes):
+    [row] = sweep([model_type], coverage_classes)
+    assert row.ok, row.reason
+    assert 0 < row.weight_bytes <= MULTIMODAL_BUDGET
+
+
 # One type per route of the processor files a bare type ships (frontend/, model/inputs/processor.py): a placeholder
 # expanded by a count setting (Idefics3) or by patches and a CLS token (LLaVA), named tokens its
 # tiny tokenizer lacked (Gemma 3's boi/eoi), a speech encoder's window (Whisper), a video

@@ -279,7 +279,8 @@ def _build_into(
         else cls.from_config(config, trust_remote_code=True)
     )
     model = model.to(dtype)
-    _attach_generation_config(model, src, spec, shipped, recipes)
+    _attach_generation_config(model, src, spec, shipped)
+    _recipe_generation(model, src, recipes)
     if force_bos and model.generation_config.forced_bos_token_id is None:
         model.generation_config.forced_bos_token_id = config.bos_token_id
     # Under torch.distributed, transformers saves on rank 0 only; this folder is this process's
@@ -426,23 +427,15 @@ def _takes_text(src: Source) -> bool:
     return config is not None and hasattr(config.get_text_config(decoder=True), "vocab_size")
 
 
-def _attach_generation_config(
-    model: Any, src: Source, spec: ShrinkSpec, shipped: Shipped, recipes: tuple[str, ...]
-) -> None:
+def _attach_generation_config(model: Any, src: Source, spec: ShrinkSpec, shipped: Shipped) -> None:
     """Carry the source's generation_config.json over, with its token ids kept inside the vocab
-    (those of a tokenizer from another source: its own), and the family recipe's
-    `[generation]` settings it lacks (a bare model_type has no file at all)."""
+    (those of a tokenizer from another source: its own)."""
+    path = src.folder / "generation_config.json" if src.folder else None
+    if path is None or not path.is_file():
+        return
     from transformers import GenerationConfig
 
-    from tinykit.model.recipes import recipe_for
-
-    path = src.folder / "generation_config.json" if src.folder else None
-    settings = recipe_for(src.model_type, recipes).generation
-    if path is None or not path.is_file():
-        for key, value in settings.items():
-            setattr(model.generation_config, key, value)
-        return
-    data = {**settings, **json.loads(path.read_text())}
+    data = json.loads(path.read_text())
     data.pop("transformers_version", None)
     if spec.mode == "tiny" or shipped.special_ids:
         remap_token_ids(data, model.config.get_text_config().vocab_size, shipped.id_map)
@@ -463,6 +456,23 @@ def _write_recipe_files(
     if src.folder:  # a real checkpoint's own file is copied with it, not made up
         files = {k: v for k, v in files.items() if not (src.folder / k).is_file()}
     write_recipe_files(tmp, config, files, spec.seed)
+
+
+def _recipe_generation(model: Any, src: Source, recipes: tuple[str, ...]) -> None:
+    """Settings `generate` requires that the generation config lacks or holds otherwise (a bare
+    Pop2Piano's has no composer table; CLVP's generate reads dict outputs:
+    `return_dict_in_generate`), from the family's recipe ([generation]); those the source's
+    generation_config.json names win."""
+    from tinykit.model.recipes import recipe_for
+
+    path = src.folder / "generation_config.json" if src.folder else None
+    own = json.loads(path.read_text()) if path is not None and path.is_file() else {}
+    for key, value in recipe_for(model.config.model_type, recipes).generation.items():
+        if own.get(key) is None:
+            setattr(model.generation_config, key, value)
+            # no longer the model config's copy: transformers drops the settings of one it
+            # believes derived when it loads it back
+            model.generation_config._from_model_config = False
 
 
 def _check(tmp: Path, src: Source, trust_remote_code: bool) -> None:

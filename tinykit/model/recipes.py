@@ -9,13 +9,13 @@ family and may add, for the model_types it lists:
   [set]      fixed values the rules cannot derive, e.g. `decoder_start_token_id = 0`
   [derive]   values recomputed from the shrunk config where it has the key,
              e.g. `qk_head_dim = "qk_nope_head_dim + qk_rope_head_dim"`
-  [generation]  generation settings every real checkpoint ships and the class default lacks,
-             written where the source has no generation_config.json entry for them, e.g.
-             `return_dict_in_generate = true` (CLVP's generate reads its decoder's sequences)
   [files]    files beside the weights the class's from_pretrained loads, made at the tiny
              geometry (model/recipe_files.py), e.g. Qwen2.5-Omni's `spk_dict.pt`
   [inputs]   how verify's sample inputs depart from the generic layout, e.g.
              `labels_per_codebook = "num_codebooks"` (labels of shape (batch, seq, codebooks))
+  [generation]  settings `generate` requires that a bare config's generation config lacks
+             (Pop2Piano's `composer_to_feature_token`) or holds otherwise (CLVP's
+             `return_dict_in_generate`); a source's own settings win
 Users add files with `--recipe PATH`; a later file overrides an earlier one key by key.
 `_presets.toml` holds named shape presets (`--preset hub-tiny-random`): ShrinkSpec defaults.
 """
