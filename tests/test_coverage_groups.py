@@ -242,7 +242,7 @@ def test_derived_widths_and_tables_follow_the_shrunk_keys():
     assert vision.max_num_tiles * patches * vision.hidden_size <= dim_limit(ShrinkSpec())
     # TVP's prompt pads a tiny frame, leaving a base as large as the frame less both prompts
     tvp = _shrunk("tvp")
-    assert 0 < tvp.max_img_size - 2 * tvp.visual_prompt_size and tvp.num_frames <= 4
+    assert tvp.max_img_size - 2 * tvp.visual_prompt_size > 0 and tvp.num_frames <= 4
     # PP-DocLayoutV3's mask head reads its backbone's first stage; HGNetV2 stages 2 layers deep
     v3 = _shrunk("pp_doclayout_v3")
     assert v3.x4_feat_dim == v3.backbone_config.stage_out_channels[0]
