@@ -247,6 +247,9 @@ def test_derived_widths_and_tables_follow_the_shrunk_keys():
     v3 = _shrunk("pp_doclayout_v3")
     assert v3.x4_feat_dim == v3.backbone_config.stage_out_channels[0]
     assert max(v3.backbone_config.stage_numb_of_layers) <= 2
+    # PP-DocLayoutV2's reading-order boxes fill its tiny width, as LayoutLMv3's do
+    order = _shrunk("pp_doclayout_v2").reading_order_config
+    assert 4 * order.coordinate_size + 2 * order.shape_size == order.hidden_size
 
 
 @pytest.mark.parametrize("model_type", ["clap", "depth_pro", "mllama"])
