@@ -57,14 +57,21 @@ def upstream_error(model_type: str, class_name: str | None = None) -> str | None
     # a class without a forward of its own (Bark's, which only chains its sub-models' generate)
     # fails any call, with no inputs as with the tiny model's
     unimplemented = type(model).forward is torch.nn.Module.forward
-    if not unimplemented and not _reads_token_ids_only(model):
+    on_ids = _judged_on_token_ids(model_type)
+    if not unimplemented and not on_ids and not _reads_token_ids_only(model):
         # a tower alone, or a model that also reads pixels, audio or state: a forward on token
         # ids alone fails for want of those inputs, which proves nothing of transformers
         return None
     # the inputs and labels verify trains it on (VITS refuses any: its training is not
     # implemented), as host tensors: the full-size weights are on the meta device
     try:
-        made = Inputs({}) if unimplemented else make_inputs(model, batch=1, seq=8, labels=True)
+        if unimplemented:
+            made = Inputs({})
+        elif on_ids:  # the text alone: images are left out where the forward allows it
+            ids = torch.randint(0, _vocab(model), (1, 8))
+            made = make_inputs(model, text=ids, labels=True)
+        else:
+            made = make_inputs(model, batch=1, seq=8, labels=True)
     except Exception:  # inputs tinykit cannot make: its own failure, not transformers'
         return None
     try:
@@ -73,6 +80,19 @@ def upstream_error(model_type: str, class_name: str | None = None) -> str | None
     except Exception as e:  # the full-size default fails where the tiny one did, or elsewhere
         return f"forward: {type(e).__name__}: {flat_message(e)[:200]}"
     return None
+
+
+def _judged_on_token_ids(model_type: str) -> bool:
+    """Whether the family's recipe says a full-size failure on token ids alone judges it
+    (`[inputs] full_size_on_token_ids`): a media model whose failure is shown not to depend on
+    its media, and whose full-size forward with media cannot run on the meta device."""
+    from tinykit.model.recipes import recipe_for
+
+    return bool(recipe_for(model_type).inputs.get("full_size_on_token_ids"))
+
+
+def _vocab(model: Any) -> int:
+    return int(model.config.get_text_config(decoder=True).vocab_size)
 
 
 def inference_only(forward: Any) -> bool:

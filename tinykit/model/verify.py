@@ -14,7 +14,7 @@ from typing import Any
 
 from tinykit._progress import stage
 from tinykit.errors import TinyArtifactInvalid
-from tinykit.model.inputs import BATCH, SEQ, make_inputs
+from tinykit.model.inputs import BATCH, SEQ, Inputs, make_inputs
 from tinykit.model.load import ModelFolder, one_line, open_model_folder
 
 
@@ -86,7 +86,7 @@ def verify(
     inputs = made.forward
     stage("checks: forward + backward, generate, reload, tokenizer")
     _train_step(model, inputs, made.labels, report)
-    _generate(model, inputs, report)
+    _generate(model, made, report)
     _reload(model, folder, inputs, report)
     _tokenizer(model, folder.path, inputs, report, bool(folder.own_code))
     return _finish(report, raise_on_failure)
@@ -209,7 +209,7 @@ def _float_tensors(out: Any) -> Any:
         yield from _float_tensors(value)
 
 
-def _generate(model: Any, inputs: dict, report: VerifyReport) -> None:
+def _generate(model: Any, made: Inputs, report: VerifyReport) -> None:
     # Text generation only: speech models (Whisper) need a real tokenizer's timestamp layout.
     if not model.can_generate() or model.main_input_name != "input_ids":
         return
@@ -219,8 +219,8 @@ def _generate(model: Any, inputs: dict, report: VerifyReport) -> None:
 
         # half the sequence as the prompt: prompt + new tokens stay within the trained length
         prompt = {  # image tokens stay in front of the prompt
-            k: v[:, : v.shape[1] - SEQ // 2] if k in ("input_ids", "mm_token_type_ids") else v
-            for k, v in inputs.items()
+            k: v[:, : v.shape[1] - SEQ // 2] if k in made.along_text else v
+            for k, v in made.forward.items()
             if not k.startswith("decoder_")
         }
         with torch.no_grad():

@@ -34,7 +34,8 @@ class Forward:
 
         params = dict(inspect.signature(model.forward).parameters)
         recipe = recipe_for(getattr(model.config, "model_type", "") or "").inputs
-        main = str(recipe.get("main_input") or model.main_input_name)
+        named = model.main_input_name  # a list where a class names several (OneFormer's)
+        main = str(recipe.get("main_input") or (named[0] if isinstance(named, list) else named))
         return cls(model, batch, seq, generator, params, main)
 
     @property

@@ -10,7 +10,7 @@ from typing import Any
 from tinykit.frontend.processors import processors
 from tinykit.model.inputs.forward import Forward, is_int, keep_accepted, runs
 from tinykit.model.inputs.patches import grid_patch_inputs, native_patch_inputs, packed_patch_inputs
-from tinykit.model.inputs.placement import getter_params, image_features_getter
+from tinykit.model.inputs.placement import image_features_getter
 from tinykit.model.inputs.text import side_token_inputs
 
 
@@ -186,7 +186,7 @@ def _getter_reads(f: Forward) -> set[str]:
 
 
 PATCH_LAYOUTS = (
-    ("packed patches", lambda f: "target_sizes" in getter_params(f.model), packed_patch_inputs),
+    ("packed patches", lambda f: "target_sizes" in _getter_reads(f), packed_patch_inputs),
     (
         "patch grid",
         lambda f: "image_grid_thw" in _getter_reads(f),
@@ -194,8 +194,8 @@ PATCH_LAYOUTS = (
     ),
     ("native patches", lambda f: "spatial_shapes" in _getter_reads(f), native_patch_inputs),
 )
-"""Patch layouts of image-text models without a processor here, tried in order: MiniCPM-V's
-packed strip, a patch-merging model's grid, native-resolution rows."""
+"""Patch layouts of image-text models (and towers alone) without a processor here, tried in
+order: MiniCPM-V's packed strip, a patch-merging model's grid, native-resolution rows."""
 
 
 def _random_pixels(f: Forward) -> dict[str, Any]:
