@@ -224,10 +224,10 @@ def _from_retrain(f: _Folder) -> Source | None:
 def _from_tokenizer_json(f: _Folder) -> Source | None:
     if not (f.path / "tokenizer.json").is_file():
         return None
-    from tokenizers import Tokenizer
+    from tinykit.tokenizer.canonical import read_tokenizer_json
 
     try:
-        tj = json.loads(Tokenizer.from_file(str(f.path / "tokenizer.json")).to_str())
+        tj = read_tokenizer_json(f.path / "tokenizer.json")
     except Exception as e:  # tokenizers raises a bare Exception for a corrupt file
         raise UsageError(
             f"{f.path / 'tokenizer.json'} is not a tokenizer the tokenizers library reads: "
