@@ -12,7 +12,10 @@ which also names what is wrong with a broken file.
 
 from __future__ import annotations
 
+import gc
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +25,27 @@ ADDED_KEYS = ("id", "content", "single_word", "lstrip", "rstrip", "normalized", 
 def read_tokenizer_json(path: Path) -> dict:
     """The document `tokenizers` writes for the tokenizer in `path`; raises what
     `Tokenizer.from_file` raises for a file it cannot read."""
-    quick = _quick(path.read_bytes())
+    with _no_collection():
+        quick = _quick(path.read_bytes())
     if quick is not None:
         return quick
     from tokenizers import Tokenizer
 
     return json.loads(Tokenizer.from_file(str(path)).to_str())
+
+
+@contextmanager
+def _no_collection() -> Iterator[None]:
+    """The cyclic collector paused: a document is 100k+ new lists and dicts without a cycle,
+    and while they are made it would walk the whole heap (torch, transformers) several times
+    over, for half the read's time."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _quick(data: bytes) -> dict | None:
@@ -40,7 +58,7 @@ def _quick(data: bytes) -> dict | None:
     if not isinstance(model, dict):
         return None
     ids = _vocab(model)
-    merges = _merges(model.get("merges")) if "merges" in model else []
+    merges = _merges(model.get("merges"), ids) if "merges" in model else []
     added = _added(doc.get("added_tokens", []), ids)
     if ids is None or merges is None or added is None:
         return None
@@ -71,12 +89,13 @@ def _vocab(model: dict) -> dict[str, int] | None:
     return vocab if dense else None
 
 
-def _merges(merges: Any) -> list[list[str]] | None:
-    """Merges as the pairs tokenizers writes ("a b" strings are the older spelling)."""
-    if not isinstance(merges, list):
+def _merges(merges: Any, vocab: dict[str, int] | None) -> list[list[str]] | None:
+    """Merges as the pairs tokenizers writes ("a b" strings are the older spelling), where
+    tokenizers reads each one (both parts in the vocabulary)."""
+    if vocab is None or not isinstance(merges, list):
         return None
     pairs = [m.split(" ") if isinstance(m, str) else m for m in merges]
-    if all(isinstance(p, list) and len(p) == 2 for p in pairs):
+    if all(type(p) is list and len(p) == 2 and p[0] in vocab and p[1] in vocab for p in pairs):
         return pairs
     return None
 
