@@ -301,10 +301,13 @@ def _reload(model: Any, folder: ModelFolder, inputs: dict, report: VerifyReport)
             a = _first_tensor(_seeded(model, inputs))
             b = _first_tensor(_seeded(again, inputs))
         report.reload_equal = bool(torch.equal(a, b))
+        finite = not a.is_floating_point() or bool(a.isfinite().all())
     except Exception as e:  # reported, not raised
         report.problems.append(f"reload and forward failed: {one_line(e)}")
         return
-    if not report.reload_equal:
+    if not finite:  # NaN never equals itself: the reload cannot be compared (ALIGN's underflow)
+        report.problems.append("eval-mode outputs are not finite (NaN or inf): reload not compared")
+    elif not report.reload_equal:
         report.problems.append("logits after reload differ from the saved model's")
 
 
