@@ -57,8 +57,8 @@ def upstream_error(model_type: str, class_name: str | None = None) -> str | None
         # ids alone fails for want of those inputs, which proves nothing of transformers; its
         # loss is dispatched by class, the same at any size
         return unmapped_loss(model)
-    # the inputs and labels verify trains it on (VITS refuses any: its training is not
-    # implemented), as host tensors: the full-size weights are on the meta device
+    # the inputs and labels verify trains it on, as host tensors: the full-size weights are on
+    # the meta device
     try:
         made = Inputs({}) if unimplemented else make_inputs(model, batch=1, seq=8, labels=True)
     except Exception:  # inputs tinykit cannot make: its own failure, not transformers'
