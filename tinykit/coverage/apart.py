@@ -60,10 +60,11 @@ def upstream_error(model_type: str, class_name: str | None = None) -> str | None
     on_ids = _judged_on_token_ids(model_type)
     if not unimplemented and not on_ids and not _reads_token_ids_only(model):
         # a tower alone, or a model that also reads pixels, audio or state: a forward on token
-        # ids alone fails for want of those inputs, which proves nothing of transformers
-        return None
-    # the inputs and labels verify trains it on (VITS refuses any: its training is not
-    # implemented), as host tensors: the full-size weights are on the meta device
+        # ids alone fails for want of those inputs, which proves nothing of transformers; its
+        # loss is dispatched by class, the same at any size
+        return unmapped_loss(model)
+    # the inputs and labels verify trains it on, as host tensors: the full-size weights are on
+    # the meta device
     try:
         if unimplemented:
             made = Inputs({})
@@ -93,6 +94,25 @@ def _judged_on_token_ids(model_type: str) -> bool:
 
 def _vocab(model: Any) -> int:
     return int(model.config.get_text_config(decoder=True).vocab_size)
+
+
+FALLBACK_LOSS = "ForCausalLMLoss()"
+"""How the loss transformers falls back to is named in a failure inside it (a head whose labels
+are no next tokens calls it without `vocab_size`)."""
+
+
+def unmapped_loss(model: Any) -> str | None:
+    """Where transformers maps no loss to the class (its `loss_type` is None: no entry of its
+    LOSS_MAPPING matches the class name) but the forward takes labels: training falls back to
+    ForCausalLMLoss, whatever the size (Nemotron ASR's RNN-T heads). None otherwise."""
+    if "labels" not in inspect.signature(model.forward).parameters:
+        return None
+    if getattr(model, "loss_type", "") is not None:
+        return None
+    return (
+        f"loss: transformers maps no loss to {type(model).__name__} (loss_type None): "
+        f"labels fall back to {FALLBACK_LOSS.removesuffix('()')}"
+    )
 
 
 def inference_only(forward: Any) -> bool:
@@ -132,9 +152,12 @@ def flat_message(e: BaseException) -> str:
 
 
 def is_upstream(reason: str, error: str | None) -> bool:
-    """Set apart only when transformers fails at full size: to build, or in the same way."""
+    """Set apart only when transformers fails at full size: to build, in the same way, or in
+    the loss it falls back to for a class it maps none to."""
     if error is None:
         return False
+    if error.startswith("loss: "):  # the tiny model failed inside the loss it falls back to
+        return FALLBACK_LOSS in reason
     if not error.startswith("forward: "):
         return True
     return error.removeprefix("forward: ")[:60] in reason

@@ -212,13 +212,27 @@ def _random_pixels(f: Forward) -> dict[str, Any]:
     several = pixels[:, None]
     getter = image_features_getter(f.model)
     instruction = side_token_inputs(f, 8)  # InstructBLIP-Video's (drawn either way)
+    sizes = _image_sizes(getter, pixels)
     if callable(getter):
-        reads_several = not runs(getter, {"pixel_values": pixels, **instruction}) and runs(
-            getter, {"pixel_values": several, **instruction}
+        reads_several = not runs(getter, {"pixel_values": pixels, **instruction, **sizes}) and runs(
+            getter, {"pixel_values": several, **instruction, **sizes}
         )
     else:
         reads_several = "image_attention_mask" in f.params
-    return {"pixel_values": several if reads_several else pixels}
+    return {"pixel_values": several if reads_several else pixels, **sizes}
+
+
+def _image_sizes(getter: Any, pixels: Any) -> dict[str, Any]:
+    """Each image's true (height, width), `image_sizes`, where the image-feature getter requires
+    it (Apertus 1.5 crops every image to it; its processor needs torchvision): the whole image."""
+    import torch
+
+    if not callable(getter):
+        return {}
+    param = inspect.signature(getter).parameters.get("image_sizes")
+    if param is None or param.default is not param.empty:
+        return {}
+    return {"image_sizes": torch.tensor([list(pixels.shape[-2:])] * pixels.shape[0])}
 
 
 RANDOM_SIDES = (32, 64, 128)
