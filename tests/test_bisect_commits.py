@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
+from _git import commit_all, git, new_repo
 
 from tinykit.bisect.commits import bisect_commits
 from tinykit.cli import main
@@ -21,31 +20,20 @@ version = "0.{i}"
 CHECK = "python -c 'import tkrepo, sys; sys.exit(tkrepo.VALUE)'"
 
 
-def git(repo, *args):
-    return subprocess.run(
-        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
-    )
-
-
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory):
     """Commits 0..63; VALUE is 1 (the bug) from commit 41 on; commit 20's pyproject is broken."""
-    repo = tmp_path_factory.mktemp("tkrepo")
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "config", "user.email", "t@example.invalid")
-    git(repo, "config", "user.name", "t")
+    repo = new_repo(tmp_path_factory.mktemp("tkrepo"))
     (repo / "tkrepo").mkdir()
     for i in range(64):
         (repo / "pyproject.toml").write_text(PYPROJECT.format(i=i) + ("[[" if i == 20 else ""))
         (repo / "tkrepo" / "__init__.py").write_text(f"COMMIT = {i}\nVALUE = {int(i >= 41)}\n")
-        git(repo, "add", "-A")
-        git(repo, "commit", "-q", "-m", f"commit {i}")
-        git(repo, "tag", f"v0.{i}")
+        commit_all(repo, f"commit {i}", tag=f"v0.{i}")
     return repo
 
 
 def sha(repo, i):
-    return git(repo, "rev-parse", f"v0.{i}").stdout.strip()
+    return git(repo, "rev-parse", f"v0.{i}")
 
 
 def test_first_bad_commit_with_the_unbuildable_one_skipped(repo):
@@ -62,8 +50,8 @@ def test_first_bad_commit_with_the_unbuildable_one_skipped(repo):
     assert result.steps[0].point == sha(repo, 0) and result.steps[0].subject == "commit 0"
     table = result.render()
     assert table.startswith("commit     outcome") and f"{sha(repo, 20)[:10]} skip" in table
-    assert git(repo, "status", "--porcelain").stdout == ""  # the clone's checkout is untouched
-    assert git(repo, "worktree", "list").stdout.count("\n") == 1
+    assert git(repo, "status", "--porcelain") == ""  # the clone's checkout is untouched
+    assert git(repo, "worktree", "list").count("\n") == 0
 
 
 def test_cli_over_all_64_commits_from_versions(repo, capsys):

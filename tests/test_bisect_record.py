@@ -14,6 +14,7 @@ import subprocess
 import sys
 
 import pytest
+from _git import commit_all, git, new_repo
 from _wheels import NUMERICS_CHECK, numerics_wheels
 
 from tinykit.bisect.commits import bisect_commits
@@ -107,24 +108,15 @@ def test_bisect_commits_record_names_the_module(setup, tmp_path):
     from _wheels import _NUMERICS_SOURCE
 
     _, _, script, golden = setup
-    repo = tmp_path / "tknum-repo"
-    (repo / "tknum").mkdir(parents=True)
-
-    def git(*args: str) -> str:
-        done = subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
-        return done.stdout.decode().strip()
-
-    git("init", "-q", "-b", "main")
-    git("config", "user.email", "t@example.invalid")
-    git("config", "user.name", "t")
+    repo = new_repo(tmp_path / "tknum-repo")
+    (repo / "tknum").mkdir()
     for i in range(5):
         approximate = "tanh" if i >= 3 else "none"
         (repo / "pyproject.toml").write_text(PYPROJECT.format(i=i))
         source = _NUMERICS_SOURCE.format(version=f"0.{i}", approximate=approximate)
         (repo / "tknum" / "__init__.py").write_text(source)
-        git("add", "-A")
-        git("commit", "-q", "-m", f"commit {i}" + (": tanh GELU" if i == 3 else ""))
-    first, last = git("rev-list", "--max-parents=0", "HEAD"), git("rev-parse", "HEAD")
+        commit_all(repo, f"commit {i}" + (": tanh GELU" if i == 3 else ""))
+    first, last = git(repo, "rev-list", "--max-parents=0", "HEAD"), git(repo, "rev-parse", "HEAD")
     result = bisect_commits(
         repo,
         first,
@@ -136,7 +128,9 @@ def test_bisect_commits_record_names_the_module(setup, tmp_path):
     )
     assert result.subject == "commit 3: tanh GELU"
     numerics = result.numerics
-    assert numerics["new"] == result.first_bad and numerics["old"] == git("rev-parse", "HEAD~2")
+    assert numerics["new"] == result.first_bad and numerics["old"] == git(
+        repo, "rev-parse", "HEAD~2"
+    )
     assert numerics["root"]["module"] == "block.act" and numerics["equal"] is False
     assert f"numerics {numerics['old'][:10]} -> {result.first_bad[:10]}: first divergence" in (
         result.render()

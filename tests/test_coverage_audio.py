@@ -30,3 +30,12 @@ def test_a_forward_on_token_ids_alone_proves_nothing_of_a_model_that_reads_more(
     # a text model whose own default fails at full size on token ids is still set apart
     error = upstream_error("gemma4_unified_assistant")
     assert error is not None and error.startswith("forward: ValueError")
+
+
+def test_a_forward_that_runs_under_inference_mode_is_set_apart_as_untrainable():
+    # SAM 3's video tracker steps an inference session under @torch.inference_mode(): no input
+    # makes a loss of its outputs trainable
+    error = upstream_error("sam3_tracker_video", "Sam3TrackerVideoModel")
+    assert error is not None and "torch.inference_mode" in error
+    # its image tracker (what the mask-generation table builds for SAM 2's video type) trains
+    assert upstream_error("sam2_video", "Sam2Model") is None

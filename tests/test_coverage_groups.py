@@ -8,7 +8,7 @@ import pytest
 from tinykit.coverage.apart import missing_package
 from tinykit.coverage.sweep import CoverageRow, figures, summarize, summary_lines, sweep
 from tinykit.model.config import shrink_config
-from tinykit.model.size import MULTIMODAL_BUDGET
+from tinykit.model.size import MULTIMODAL_BUDGET, dim_limit
 from tinykit.model.spec import ShrinkSpec
 
 
@@ -136,6 +136,23 @@ def test_sampled_non_text_types_pass_within_the_budget(coverage_classes):
     assert all(0 < r.weight_bytes <= MULTIMODAL_BUDGET for r in rows)
 
 
+# One type per input a forward requires that no processor made (#31): SegGPT's half-height
+# prompt image and mask, PI0's robot state and camera pixels, Voxtral Realtime's per-token mel
+# frames, Pop2Piano's input_features and composer table for generate (recipes/), a vision tower
+# alone fed its composite processor's image_position_ids as pixel_position_ids (Gemma 4), frames
+# as pixel_values behind a video token (InstructBLIP-Video), and an image classifier over
+# pixel-cluster ids that trains on its outputs (ImageGPT).
+DECLARED = ["seggpt", "pi0", "voxtral_realtime", "pop2piano", "gemma4_vision"]
+DECLARED += ["instructblipvideo", "imagegpt"]
+
+
+@pytest.mark.parametrize("model_type", DECLARED)
+def test_types_fed_declared_or_renamed_inputs_pass(model_type, coverage_classes):
+    [row] = sweep([model_type], coverage_classes)
+    assert row.ok, row.reason
+    assert 0 < row.weight_bytes <= MULTIMODAL_BUDGET
+
+
 # One type per route of the processor files a bare type ships (frontend/, model/inputs/processor.py): a placeholder
 # expanded by a count setting (Idefics3) or by patches and a CLS token (LLaVA), named tokens its
 # tiny tokenizer lacked (Gemma 3's boi/eoi), a speech encoder's window (Whisper), a video
@@ -225,3 +242,35 @@ def test_transducer_labels_avoid_blank_and_pad_and_follow_the_blank_start():
     assert labels.shape == (2, 8) and decoder_ids.shape == (2, 9)
     assert not torch.isin(labels, torch.tensor([0, 7])).any()
     assert (decoder_ids[:, 0] == 7).all() and torch.equal(decoder_ids[:, 1:], labels)
+
+
+def test_derived_widths_and_tables_follow_the_shrunk_keys():
+    # CLAP's audio Swin doubles its width at every stage and its last stage is hidden_size wide
+    audio = _shrunk("clap").audio_config
+    assert audio.patch_embeds_hidden_size * 2 ** (len(audio.depths) - 1) == audio.hidden_size
+    # Depth Pro's patches are its encoders' images, tapped at layers they have
+    pro = _shrunk("depth_pro")
+    assert pro.patch_size == pro.patch_model_config.image_size == ShrinkSpec().image_size
+    assert max(pro.intermediate_hook_ids) < pro.patch_model_config.num_hidden_layers
+    assert max(pro.scaled_images_feature_dims + pro.intermediate_feature_dims) <= 32
+    # Mllama's tile embedding is tiles x (patches + 1) x hidden wide: under the leak limit
+    vision = _shrunk("mllama").vision_config
+    patches = (vision.image_size // vision.patch_size) ** 2 + 1
+    assert vision.max_num_tiles * patches * vision.hidden_size <= dim_limit(ShrinkSpec())
+    # TVP's prompt pads a tiny frame, leaving a base as large as the frame less both prompts
+    tvp = _shrunk("tvp")
+    assert tvp.max_img_size - 2 * tvp.visual_prompt_size > 0 and tvp.num_frames <= 4
+    # PP-DocLayoutV3's mask head reads its backbone's first stage; HGNetV2 stages 2 layers deep
+    v3 = _shrunk("pp_doclayout_v3")
+    assert v3.x4_feat_dim == v3.backbone_config.stage_out_channels[0]
+    assert max(v3.backbone_config.stage_numb_of_layers) <= 2
+    # PP-DocLayoutV2's reading-order boxes fill its tiny width, as LayoutLMv3's do
+    order = _shrunk("pp_doclayout_v2").reading_order_config
+    assert 4 * order.coordinate_size + 2 * order.shape_size == order.hidden_size
+
+
+@pytest.mark.parametrize("model_type", ["clap", "depth_pro", "mllama"])
+def test_types_that_leaked_size_pass_within_the_budget(model_type, coverage_classes):
+    rows = list(sweep([model_type], coverage_classes))
+    assert [(r.model_type, r.reason) for r in rows if not r.ok] == []
+    assert all(0 < r.weight_bytes <= MULTIMODAL_BUDGET for r in rows)

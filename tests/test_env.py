@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _git import git
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -114,21 +115,15 @@ def _fake_dist(site: Path, name: str, direct_url: dict) -> None:
     (info / "direct_url.json").write_text(json.dumps(direct_url))
 
 
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
-    ).stdout.strip()
-
-
 def test_editable_and_vcs_installs_record_commit_diff_and_untracked_without_secrets(
     tmp_path, monkeypatch
 ):
     repo = tmp_path / "clone"
     repo.mkdir()
-    _git(repo, "init", "-q")
+    git(repo, "init", "-q")
     (repo / "mod.py").write_text("X = 1\n")
-    _git(repo, "add", "mod.py")
-    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "first")
+    git(repo, "add", "mod.py")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "first")
     (repo / "mod.py").write_text("X = 2\nTOKEN = 'hf_LeakedInAnUncommittedDiff12345678'\n")
     (repo / "notes.txt").write_text("untracked\n")
     site = tmp_path / "site"
@@ -146,7 +141,7 @@ def test_editable_and_vcs_installs_record_commit_diff_and_untracked_without_secr
     bundle = capture()
     editable, vcs = bundle["sources"]["fake-editable"], bundle["sources"]["fake-vcs"]
     assert bundle["packages"]["fake-editable"] == "1.0"
-    assert editable["editable"] and editable["commit"] == _git(repo, "rev-parse", "HEAD")
+    assert editable["editable"] and editable["commit"] == git(repo, "rev-parse", "HEAD")
     assert editable["dirty"] and editable["untracked"] == ["notes.txt"]
     assert "+X = 2" in editable["diff"] and "hf_LeakedInAnUncommittedDiff" not in editable["diff"]
     assert vcs == {

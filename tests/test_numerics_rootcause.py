@@ -22,6 +22,7 @@ import transformers
 import tinykit
 from tinykit.cli import main
 from tinykit.errors import UsageError
+from tinykit.numerics.dumps import read_dump
 
 pytest_plugins = ["pytester"]
 
@@ -173,6 +174,23 @@ def test_tinykit_record_records_a_script_without_touching_it(llama, reference, t
     assert "nothing was recorded" in capfd.readouterr().err
     assert not (tmp_path / "none").exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_tinykit_record_timeout_stops_a_hung_command_and_keeps_its_dump(llama, tmp_path, capfd):
+    """A command that hangs after its steps is stopped at --timeout (exit 124, as timeout(1));
+    its process gets SIGINT, so the steps it recorded are still written."""
+    script = tmp_path / "script.py"
+    script.write_text(SCRIPT.replace("train(sys.argv[1], range(4))", HANG))
+    tests = str(Path(__file__).parent)
+    cmd = f"{sys.executable} {script} {llama} {tests}"
+    assert main(["record", "-o", str(tmp_path / "run"), "--timeout", "20", "--", cmd]) == 124
+    assert "record: timed out; dumps: " + str(tmp_path / "run") in capfd.readouterr().err
+    steps = {r["step"] for r in read_dump(tmp_path / "run").records}
+    assert steps == {0, 1}
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+HANG = "train(sys.argv[1], range(2)); print('trained', flush=True); __import__('time').sleep(600)"
 
 
 def test_a_resumed_run_lines_up_by_first_step_or_align_steps(llama, reference, tmp_path, capsys):

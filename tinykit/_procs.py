@@ -121,13 +121,18 @@ def run_command(
     capture: bool = False,
     shell: bool = False,
     on_start: Callable[[subprocess.Popen], object] | None = None,
+    stop_signal: int | None = None,
+    grace: float = GRACE,
 ) -> Finished:
     """Run `cmd` in its own session and wait for it (see the module docstring).
 
     `capture` collects stdout and stderr together (else they pass through). `on_start`, if
     given, is called with the Popen as soon as it exists (a sampler watching the tree). A timeout
     is not an error: `Finished.timed_out` says so, with `returncode` TIMED_OUT. Ctrl-C and
-    SIGTERM are passed on to the group, then re-raised once it is gone.
+    SIGTERM are passed on to the group, then re-raised once it is gone. `stop_signal` is the
+    signal the group gets then and at the timeout (default: SIGINT for Ctrl-C, else SIGTERM),
+    with `grace` seconds before SIGKILL: a recorded command gets SIGINT, on which its Python
+    processes still write their dumps.
 
     Raises:
         FileNotFoundError, PermissionError: the command cannot be started.
@@ -146,8 +151,9 @@ def run_command(
         _call_on_start(proc, on_start)
     chunks: list[bytes] = []
     reader = _start_reader(proc.stdout, chunks) if capture else None
-    timed_out = _wait_or_pass_on(proc, timeout)
-    end_group(proc.pid, signal.SIGTERM)  # what it left running in its group ends with it
+    timed_out = _wait_or_pass_on(proc, timeout, stop_signal, grace)
+    # what it left running in its group ends with it
+    end_group(proc.pid, stop_signal or signal.SIGTERM, grace)
     if reader is not None:
         reader.join(GRACE)  # a process in another session may still hold the pipe: not forever
     code = TIMED_OUT if timed_out else shell_code(proc.returncode)
@@ -175,18 +181,21 @@ def _start_reader(stream: IO[bytes] | None, chunks: list[bytes]) -> threading.Th
     return reader
 
 
-def _wait_or_pass_on(proc: subprocess.Popen, timeout: float | None) -> bool:
+def _wait_or_pass_on(
+    proc: subprocess.Popen, timeout: float | None, stop_signal: int | None, grace: float
+) -> bool:
     """Wait for the command; whether it ran past `timeout` (its group then ended). Ctrl-C and
     SIGTERM here are passed on to the group, then re-raised once the command is gone."""
     try:
         try:
             proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            end_group(proc.pid, signal.SIGTERM)
+            end_group(proc.pid, stop_signal or signal.SIGTERM, grace)
             proc.wait()
             return True
     except BaseException as e:  # Ctrl-C, SIGTERM: the command gets the same, then we go
-        end_group(proc.pid, signal.SIGINT if type(e) is KeyboardInterrupt else signal.SIGTERM)
+        same = signal.SIGINT if type(e) is KeyboardInterrupt else signal.SIGTERM
+        end_group(proc.pid, stop_signal or same, grace)
         with contextlib.suppress(ProcessLookupError):
             proc.kill()
         proc.wait()

@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from _git import commit_all, new_repo
 from conftest import HUB_FILES
 
 from fault_table.broken import (
@@ -209,19 +210,10 @@ def dumps(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def git_repo(tmp_path_factory) -> Path:
     """A clone of three commits (tags v0.0, v0.1, v0.2) for bisect commits."""
-    repo = tmp_path_factory.mktemp("fault-repo")
-
-    def git(*args: str) -> None:
-        subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
-
-    git("init", "-q", "-b", "main")
-    git("config", "user.email", "t@example.invalid")
-    git("config", "user.name", "t")
+    repo = new_repo(tmp_path_factory.mktemp("fault-repo"))
     for i in range(3):
         (repo / "value.txt").write_text(str(i))
-        git("add", "-A")
-        git("commit", "-q", "-m", f"commit {i}")
-        git("tag", f"v0.{i}")
+        commit_all(repo, f"commit {i}", tag=f"v0.{i}")
     return repo
 
 

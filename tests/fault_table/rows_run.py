@@ -80,9 +80,22 @@ ROWS: dict[str, dict[str, Row]] = {
         "no action": row("bisect", 2, "required"),
         "record, same ends": row(
             "bisect versions pkg --versions 1.0,2.0,3.0 --good 1.0 --bad 1.0 --record "
-            "--record-dir {in}/full-out -- true",
+            "--record-dir {out}/dumps -- true",
             2,
             "same version",
+        ),
+        # refused before the bisect runs, not after its minutes
+        "record-dir not empty": row(
+            "bisect versions pkg --versions 1.0,2.0,3.0 --good 1.0 --bad 3.0 --record "
+            "--record-dir {in}/full-out -- true",
+            2,
+            "not empty",
+        ),
+        "record-dir without record": row(
+            "bisect versions pkg --versions 1.0,2.0,3.0 --good 1.0 --bad 3.0 "
+            "--record-dir {out}/dumps -- true",
+            2,
+            "without --record",
         ),
         "good not a version": row(
             "bisect versions pkg --versions 1.0,2.0,3.0 --good x!y --bad 3.0 -- true",
@@ -135,6 +148,12 @@ ROWS: dict[str, dict[str, Row]] = {
     },
     "bisect commits": {
         "no repo": row("bisect commits --good a --bad b -- true", 2, "--repo"),
+        "record-dir not empty": row(
+            "bisect commits --repo {in}/empty --good a --bad b --record --record-dir {in}/full-out "
+            "-- true",
+            2,
+            "not empty",
+        ),
         "record, not a clone": row(
             "bisect commits --repo {in}/empty --good a --bad b --record --record-dir {out}/d -- true",
             2,
@@ -187,5 +206,6 @@ ROWS: dict[str, dict[str, Row]] = {
         "max-bytes zero": row("record -o {out}/r --max-bytes 0 -- true", 2, "--max-bytes"),
         "first-step negative": row("record -o {out}/r --first-step -1 -- true", 2, "--first-step"),
         "runs no model": row("record -o {out}/r --json -- true", 2, "nothing was recorded"),
+        "timeout zero": row("record -o {out}/r --timeout 0 -- true", 2, "--timeout"),
     },
 }

@@ -15,6 +15,7 @@ import time
 
 import psutil
 import pytest
+from _git import commit_all, git, new_repo
 from conftest import HUB_FILES, REPO, with_ctrl_c
 
 from fault_table.broken import CORRUPT, cache_entry, write_remote_code
@@ -241,29 +242,18 @@ def test_a_signal_reaches_the_commands_whole_tree(command, sig, code):
 
 
 def test_a_timed_out_step_beside_the_first_bad_commit_leaves_both_undecided(tmp_path, capsys):
-    repo = tmp_path / "repo"
-    repo.mkdir()
-
-    def git(*args: str) -> str:
-        done = subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
-        return done.stdout.decode().strip()
-
-    git("init", "-q", "-b", "main")
-    git("config", "user.email", "t@example.invalid")
-    git("config", "user.name", "t")
+    repo = new_repo(tmp_path / "repo")
     # shell checks, not Python: a good step ends in milliseconds, far inside its timeout even on
     # a loaded box, so only c2 can time out
     checks = ["exit 0", "exit 0", "sleep 600", "exit 1"]
     for i, check in enumerate(checks):
         (repo / "check.sh").write_text(f"# c{i}\n{check}\n")
-        git("add", "-A")
-        git("commit", "-q", "-m", f"c{i}")
-        git("tag", f"c{i}")
+        commit_all(repo, f"c{i}", tag=f"c{i}")
     argv = ["bisect", "commits", "--repo", str(repo), "--good", "c0", "--bad", "c3"]
     argv += ["--install", "true", "--timeout", "5", "--", "sh check.sh"]
     assert main(argv) == 1
     out = capsys.readouterr().out
-    c2, c3 = git("rev-parse", "c2")[:10], git("rev-parse", "c3")[:10]
+    c2, c3 = git(repo, "rev-parse", "c2")[:10], git(repo, "rev-parse", "c3")[:10]
     assert f"the first bad commit is one of {c2}, {c3}" in out
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from tinykit._procs import run_command
+from tinykit.bisect.recorded import check_dumps_folder
 from tinykit.bisect.result import BisectResult
 from tinykit.bisect.steps import BAD, GOOD, Run, Step
 from tinykit.errors import BisectAborted, BisectError
@@ -106,6 +107,7 @@ def bisect_commits(
         raise BisectError(
             "no command to run at each step. Put it after --, e.g. -- pytest -x t.py."
         )
+    check_dumps_folder(record_dir, record)  # before the bisect, not after its minutes
     if subprocess.run(
         ["git", "-C", repo, "rev-parse", "--git-dir"], capture_output=True
     ).returncode:

@@ -132,13 +132,23 @@ def diff_versions(
     return compare_recordings(old, recordings[0], new, recordings[1])
 
 
+def check_dumps_folder(out: str | os.PathLike[str] | None, record: bool = True) -> None:
+    """Refuse, before a bisect starts, a dumps folder the recording after it could not use."""
+    if out is None:
+        return
+    if not record:
+        raise UsageError(f"--record-dir {out} is given without --record. Add --record, or drop it.")
+    folder = Path(out)
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        raise UsageError(f"'{folder}' exists and is not empty. Pass a new folder or remove it.")
+
+
 def dumps_folder(out: str | os.PathLike[str] | None, prefix: str) -> Path:
     """The folder the two dumps go into: `out` (created; it must be new or empty), or a new
     temporary folder that is kept (its path is in the result)."""
     if out is None:
         return Path(tempfile.mkdtemp(prefix=prefix))
+    check_dumps_folder(out)
     folder = Path(out)
-    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
-        raise UsageError(f"'{folder}' exists and is not empty. Pass a new folder or remove it.")
     folder.mkdir(parents=True, exist_ok=True)
     return folder

@@ -23,6 +23,7 @@ from typing import Any
 from packaging.version import Version
 
 from tinykit.bisect.envs import Overlay, overlay
+from tinykit.bisect.recorded import check_dumps_folder
 from tinykit.bisect.releases import list_releases, parse_version, sort_versions
 from tinykit.bisect.result import BisectResult
 from tinykit.bisect.steps import BAD, FLAKY, GOOD, SKIP, Step, command_text, run_step
@@ -119,6 +120,7 @@ def bisect_versions(
         )
     if repeat < 1:
         raise BisectError(f"--repeat must be at least 1, got {repeat}.")
+    check_dumps_folder(record_dir, record)  # before the bisect, not after its minutes
     good, bad = str(good), str(bad)
     parse_version(good, f"--{GOOD}"), parse_version(bad, f"--{BAD}")
     if Version(good) == Version(bad):

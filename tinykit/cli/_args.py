@@ -56,14 +56,16 @@ COMMAND_TIMEOUT = 3600.0
 FUNCTION_TIMEOUT = 600.0  # one run of a function (check-determinism)
 
 
-def timeout_option(p: argparse.ArgumentParser, what: str, default: float = COMMAND_TIMEOUT) -> None:
+def timeout_option(
+    p: argparse.ArgumentParser, what: str, default: float = COMMAND_TIMEOUT, stop: str = "SIGTERM"
+) -> None:
     """--timeout S with a default bound, the same words everywhere."""
     p.add_argument(
         "--timeout",
         type=seconds,
         default=default,
         metavar="S",
-        help=f"stop {what} after S seconds: its whole process group gets SIGTERM, then SIGKILL "
+        help=f"stop {what} after S seconds: its whole process group gets {stop}, then SIGKILL "
         f"(default {default:g}; at most 86400)",
     )
 

@@ -7,7 +7,7 @@ import argparse
 import sys
 
 from tinykit.cli import emit
-from tinykit.cli._args import count, split_command
+from tinykit.cli._args import count, split_command, timeout_option
 
 EXAMPLES = [
     "tinykit record -o run-a -- python train.py --steps 3",
@@ -41,6 +41,8 @@ def _options(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="number the steps from N (a resumed run, to line up with the uninterrupted one)",
     )
+    # SIGINT: the recording processes still write their dumps
+    timeout_option(p, "CMD (exit 124, as timeout(1))", stop="SIGINT")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
@@ -63,6 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tinykit._procs import TIMED_OUT
     from tinykit.cli._args import comma_list
     from tinykit.errors import UsageError
     from tinykit.numerics.attach import record_command
@@ -84,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
         tensors=args.tensors,
         max_bytes=args.max_bytes,
         first_step=args.first_step,
+        timeout=args.timeout,
     )
     if not result.dumps and result.exit_code == 0:
         raise UsageError(
@@ -91,7 +95,8 @@ def run(args: argparse.Namespace) -> int:
             "Python started with -S or -I skips the hook). Check that CMD runs the model."
         )
     where = ", ".join(map(str, result.dumps)) or "none (no process of the command ran a model)"
-    print(f"tinykit: record: exit {result.exit_code}; dumps: {where}", file=sys.stderr)
+    ended = f"exit {result.exit_code}" if result.exit_code is not None else "timed out"
+    print(f"tinykit: record: {ended}; dumps: {where}", file=sys.stderr)
     if args.json:
         emit(
             {
@@ -102,4 +107,4 @@ def run(args: argparse.Namespace) -> int:
             True,
             "",
         )
-    return result.exit_code if result.exit_code is not None else 1
+    return result.exit_code if result.exit_code is not None else TIMED_OUT

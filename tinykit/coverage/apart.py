@@ -49,6 +49,11 @@ def upstream_error(model_type: str, class_name: str | None = None) -> str | None
             model = cls._from_config(config)
     except Exception as e:  # any failure of transformers' own defaults
         return f"{type(e).__name__}: {flat_message(e)[:200]}"
+    if inference_only(type(model).forward):  # no input makes such a forward trainable
+        return (
+            f"{type(model).__name__}.forward runs under torch.inference_mode (a streaming step "
+            "over an inference session): transformers gives it no trainable forward"
+        )
     # a class without a forward of its own (Bark's, which only chains its sub-models' generate)
     # fails any call, with no inputs as with the tiny model's
     unimplemented = type(model).forward is torch.nn.Module.forward
@@ -68,6 +73,23 @@ def upstream_error(model_type: str, class_name: str | None = None) -> str | None
     except Exception as e:  # the full-size default fails where the tiny one did, or elsewhere
         return f"forward: {type(e).__name__}: {flat_message(e)[:200]}"
     return None
+
+
+def inference_only(forward: Any) -> bool:
+    """Whether `forward` is wrapped in `@torch.inference_mode()` (SAM 3's video tracker steps
+    a session that way): its outputs never carry a graph, so no loss of them trains. torch's
+    decorator keeps the mode in its wrapper's `ctx_factory` cell, the model's code in
+    `__wrapped__`."""
+    import torch
+
+    while forward is not None:
+        code = getattr(forward, "__code__", None)
+        cells = dict(zip(code.co_freevars, forward.__closure__ or (), strict=True)) if code else {}
+        factory = cells["ctx_factory"].cell_contents if "ctx_factory" in cells else None
+        if isinstance(getattr(factory, "__self__", None), torch.inference_mode):
+            return True
+        forward = getattr(forward, "__wrapped__", None)
+    return False
 
 
 NON_TEXT_PREFIXES = ("pixel_", "input_features", "input_values", "audio_", "video_", "image_")

@@ -280,6 +280,7 @@ def _build_into(
     )
     model = model.to(dtype)
     _attach_generation_config(model, src, spec, shipped)
+    _recipe_generation(model, recipes)
     if force_bos and model.generation_config.forced_bos_token_id is None:
         model.generation_config.forced_bos_token_id = config.bos_token_id
     # Under torch.distributed, transformers saves on rank 0 only; this folder is this process's
@@ -441,6 +442,19 @@ def _attach_generation_config(model: Any, src: Source, spec: ShrinkSpec, shipped
         if key in data:
             data[key] = value
     model.generation_config = GenerationConfig.from_dict(data)
+
+
+def _recipe_generation(model: Any, recipes: tuple[str, ...]) -> None:
+    """Settings `generate` requires that the generation config lacks (a bare Pop2Piano's has
+    no composer table), from the family's recipe ([generation]); the source's own win."""
+    from tinykit.model.recipes import recipe_for
+
+    for key, value in recipe_for(model.config.model_type, recipes).generation.items():
+        if getattr(model.generation_config, key, None) is None:
+            setattr(model.generation_config, key, value)
+            # no longer the model config's copy: transformers drops the settings of one it
+            # believes derived when it loads it back
+            model.generation_config._from_model_config = False
 
 
 def _check(tmp: Path, src: Source, trust_remote_code: bool) -> None:

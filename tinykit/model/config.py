@@ -144,14 +144,19 @@ def _drop_derived(cls: Any, base: dict[str, Any], original: dict[str, Any]) -> N
 
 
 def _give_image_token(full: dict[str, Any], base: dict[str, Any]) -> None:
-    """An image-text default whose image token the class leaves None (MiniCPM-V's, Nemotron-H
-    Omni's; every real config names one) ignores its vision tower: it gets the id just past the
-    source vocab, which the token-id remap then places at the tiny vocab's top."""
+    """An image-text default whose image (or, for a video model, video) token the class leaves
+    None (MiniCPM-V's, Nemotron-H Omni's, InstructBLIP-Video's; every real config names one)
+    ignores its vision tower: it gets the id just past the source vocab, which the token-id
+    remap then places at the tiny vocab's top."""
+    from tinykit.model.inputs.placement import MEDIA_TOKEN_KEYS
+
     if "vision_config" not in full:
         return
     text = full.get("text_config")
     source_vocab = (text if isinstance(text, dict) else full).get("vocab_size")
-    for key in ("image_token_id", "image_token_index"):
+    if any(is_int(full.get(key)) for key in MEDIA_TOKEN_KEYS):
+        return  # it has one (a video token left None beside an image token is not needed)
+    for key in MEDIA_TOKEN_KEYS:
         if key in full and full[key] is None and is_int(source_vocab):
             base[key] = source_vocab
             return

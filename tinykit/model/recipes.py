@@ -11,6 +11,8 @@ family and may add, for the model_types it lists:
              e.g. `qk_head_dim = "qk_nope_head_dim + qk_rope_head_dim"`
   [inputs]   how verify's sample inputs depart from the generic layout, e.g.
              `labels_per_codebook = "num_codebooks"` (labels of shape (batch, seq, codebooks))
+  [generation]  settings `generate` requires that a bare config's generation config lacks
+             (Pop2Piano's `composer_to_feature_token`); a source's own settings win
 Users add files with `--recipe PATH`; a later file overrides an earlier one key by key.
 `_presets.toml` holds named shape presets (`--preset hub-tiny-random`): ShrinkSpec defaults.
 """
@@ -37,6 +39,7 @@ class Recipe:
     set: dict[str, Any] = field(default_factory=dict)
     derive: dict[str, str] = field(default_factory=dict)
     inputs: dict[str, Any] = field(default_factory=dict)
+    generation: dict[str, Any] = field(default_factory=dict)
     sources: tuple[str, ...] = ()
 
 
@@ -65,6 +68,7 @@ def recipe_for(model_type: str, extra: tuple[str, ...] = ()) -> Recipe:
     fixed: dict[str, Any] = {}
     derive: dict[str, str] = dict(generic.get("derive", {}))
     inputs: dict[str, Any] = {}
+    generation: dict[str, Any] = {}
     sources = ["_generic.toml"]
     for name, data in families:
         if model_type not in data.get("model_types", ()):
@@ -80,6 +84,7 @@ def recipe_for(model_type: str, extra: tuple[str, ...] = ()) -> Recipe:
         fixed.update(data.get("set", {}))
         derive.update(data.get("derive", {}))
         inputs.update(data.get("inputs", {}))
+        generation.update(data.get("generation", {}))
     return Recipe(
         knobs={k: tuple(v) for k, v in knobs.items()},
         layer_fields={k: tuple(v) for k, v in generic["layer_fields"].items()},
@@ -88,5 +93,6 @@ def recipe_for(model_type: str, extra: tuple[str, ...] = ()) -> Recipe:
         set=fixed,
         derive=derive,
         inputs=inputs,
+        generation=generation,
         sources=tuple(sources),
     )

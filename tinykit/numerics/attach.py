@@ -16,12 +16,10 @@ ran a model) become DIR/process-N, in the order the processes started recording.
 from __future__ import annotations
 
 import atexit
-import contextlib
 import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tinykit._procs import run_command
 from tinykit.errors import UsageError
 
 __all__ = ["ENV", "STARTUP", "CommandRecording", "record_command", "start_from_environment"]
@@ -37,6 +36,7 @@ __all__ = ["ENV", "STARTUP", "CommandRecording", "record_command", "start_from_e
 ENV = "TINYKIT_RECORD"
 STARTUP = Path(__file__).resolve().parent / "_startup"
 TAIL_CHARS = 4000
+DUMP_GRACE = 30.0  # seconds a stopped command has to write its dumps before SIGKILL
 OPTIONS = ("modules", "what", "steps", "tensors", "max_bytes", "first_step", "hashes")
 
 
@@ -106,38 +106,19 @@ def record_command(
 def _run(
     cmd: list[str], env: dict[str, str], cwd: Any, timeout: float | None, capture: bool
 ) -> tuple[int | None, str]:
-    # Its own process group, so that a timeout or Ctrl-C reaches everything it started; an
-    # interrupt is passed on as SIGINT first, so the recording processes still write their dumps.
-    proc = subprocess.Popen(
+    """(exit code, None on timeout; the end of its output). On Ctrl-C, SIGTERM or the timeout
+    the command's group gets SIGINT, so the recording processes still write their dumps."""
+    finished = run_command(
         cmd[0] if len(cmd) == 1 else cmd,
         shell=len(cmd) == 1,
         env=env,
         cwd=cwd,
-        stdout=subprocess.PIPE if capture else None,
-        stderr=subprocess.STDOUT if capture else None,
-        text=True,
-        errors="replace",
-        start_new_session=True,
+        timeout=timeout,
+        capture=capture,
+        stop_signal=signal.SIGINT,
+        grace=DUMP_GRACE,
     )
-    try:
-        output, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _stop(proc, signal.SIGKILL)
-        output, _ = proc.communicate()
-        return None, (output or "")[-TAIL_CHARS:]
-    except BaseException:  # Ctrl-C, SIGTERM: let it finish its dumps, then make sure it is gone
-        _stop(proc, signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            _stop(proc, signal.SIGKILL)
-        raise
-    return proc.returncode, (output or "")[-TAIL_CHARS:]
-
-
-def _stop(proc: subprocess.Popen, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, sig)
+    return (None if finished.timed_out else finished.returncode), finished.output[-TAIL_CHARS:]
 
 
 def _started(dump: Path) -> float:

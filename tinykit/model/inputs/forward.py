@@ -23,19 +23,23 @@ class Forward:
     generator: Any
     params: dict[str, inspect.Parameter]
     """The forward's parameters by name."""
+    main: str
+    """The input the model is fed by: its `main_input_name`, or the family recipe's
+    `[inputs] main_input` where the class names its token ids but real use feeds another input
+    (Pop2Piano's encoder reads `input_features`, which its generate requires)."""
 
     @classmethod
     def of(cls, model: Any, batch: int, seq: int, generator: Any) -> Forward:
+        from tinykit.model.recipes import recipe_for
+
         params = dict(inspect.signature(model.forward).parameters)
-        return cls(model, batch, seq, generator, params)
+        recipe = recipe_for(getattr(model.config, "model_type", "") or "").inputs
+        main = str(recipe.get("main_input") or model.main_input_name)
+        return cls(model, batch, seq, generator, params, main)
 
     @property
     def config(self) -> Any:
         return self.model.config
-
-    @property
-    def main(self) -> str:
-        return str(self.model.main_input_name)
 
     @property
     def names(self) -> set[str]:
@@ -56,8 +60,16 @@ class Forward:
 
 
 def keep_accepted(out: Any, params: set[str]) -> dict[str, Any]:
-    """A processor's outputs the forward reads; its token ids are never the text's."""
-    return {k: v for k, v in out.items() if k in params and k != "input_ids"}
+    """A processor's outputs the forward reads; its token ids are never the text's. A vision
+    tower alone reads as `pixel_*` what its composite's processor names `image_*` (Gemma 4's
+    `image_position_ids` are its tower's `pixel_position_ids`)."""
+    kept = {}
+    for name, value in out.items():
+        if name not in params and name.startswith("image_"):
+            name = "pixel_" + name.removeprefix("image_")
+        if name in params and name != "input_ids":
+            kept[name] = value
+    return kept
 
 
 def runs(model: Any, inputs: dict[str, Any]) -> bool:

@@ -9,29 +9,45 @@ from typing import Any
 
 from tinykit.model.inputs.forward import Forward, is_int
 
+MEDIA_TOKEN_KEYS = ("image_token_id", "image_token_index", "video_token_id", "video_token_index")
+"""Where a config names the token its pixels' features replace: the image token, else the video
+token of a model that reads frames as its `pixel_values` (InstructBLIP-Video's)."""
+
 
 def image_token(config: Any) -> int | None:
-    for key in ("image_token_id", "image_token_index"):
+    for key in MEDIA_TOKEN_KEYS:
         value = getattr(config, key, None)
         if is_int(value):
             return value
     return None
 
 
-def image_features_getter(model: Any) -> Any:
-    """`get_image_features` of the model, or of its base model where a head class leaves it
-    there (FuyuForCausalLM's); None when neither has one."""
-    return getattr(model, "get_image_features", None) or getattr(
-        getattr(model, "base_model", None), "get_image_features", None
+FEATURE_GETTERS = ("get_image_features", "get_video_features")
+"""How a model turns its pixels into features: images, else frames (InstructBLIP-Video has only
+the latter)."""
+
+
+def _getter_name(model: Any) -> str:
+    base = getattr(model, "base_model", None)
+    return next(
+        (n for n in FEATURE_GETTERS if hasattr(model, n) or hasattr(base, n)), FEATURE_GETTERS[0]
     )
+
+
+def image_features_getter(model: Any) -> Any:
+    """`get_image_features` (else `get_video_features`) of the model, or of its base model where
+    a head class leaves it there (FuyuForCausalLM's); None when neither has one."""
+    name = _getter_name(model)
+    return getattr(model, name, None) or getattr(getattr(model, "base_model", None), name, None)
 
 
 def getter_params(model: Any) -> set[str]:
     """What the image-feature getter reads: a head's that passes **kwargs on reads its base
     model's too (VideoLLaMA 3's `image_merge_sizes`)."""
     found: set[str] = set()
+    name = _getter_name(model)
     for owner in (model, getattr(model, "base_model", None)):
-        getter = getattr(owner, "get_image_features", None)
+        getter = getattr(owner, name, None)
         if callable(getter):
             found |= set(inspect.signature(getter).parameters)
     return found

@@ -201,12 +201,14 @@ def _next_tokens(f: Forward, made: Made) -> tuple[Made, Made]:
 
 CLASSIFIER_HEADS = (
     "ForSequenceClassification",
+    "ForImageClassification",
     "ForTokenClassification",
     "ForQuestionAnswering",
     "ForObjectDetection",
 )
 """Heads whose labels are not token ids: a VQA head scores (batch, answers) soft targets (ViLT's),
-a detector per-image box dicts; verify trains them on their outputs."""
+a detector per-image box dicts, an image classifier over pixel-cluster ids (ImageGPT's) one class
+per image; verify trains them on their outputs."""
 
 
 def _is_classifier(model: Any) -> bool:
