@@ -20,7 +20,8 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from tinykit.model.inputs.forward import Forward, is_int
+from tinykit._values import is_int
+from tinykit.model.inputs.forward import Forward
 
 EMBEDDING_SUFFIXES = ("_embeds", "hidden_states")
 """Required forward arguments read as (batch, seq, hidden) float embeddings."""

@@ -7,8 +7,9 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+from tinykit._values import is_int
 from tinykit.frontend.processors import processors
-from tinykit.model.inputs.forward import Forward, is_int, keep_accepted, runs
+from tinykit.model.inputs.forward import Forward, keep_accepted, runs
 from tinykit.model.inputs.patches import grid_patch_inputs, native_patch_inputs, packed_patch_inputs
 from tinykit.model.inputs.placement import image_features_getter
 from tinykit.model.inputs.text import side_token_inputs
