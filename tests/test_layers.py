@@ -28,7 +28,7 @@ FLOORS: list[set[str]] = [
     {"numerics", "source"},
     {"repro", "distributed", "hub"},
     {"testing", "_child", "_files", "_suggest", "_recipes", "_procs"},
-    {"_devices", "_versions", "errors", "_progress", "_deprecate", "_import_hooks"},
+    {"_devices", "_versions", "errors", "_progress", "_deprecate", "_import_hooks", "_values"},
 ]
 
 # Upward imports tolerated while being moved out: none left (keep it that way).

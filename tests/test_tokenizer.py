@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tokenizer_sources import HUB_VOCAB_SOURCES, assert_tiny, hub
 
 from tinykit.errors import ShrinkConstraintError, UnsupportedModelError, UsageError
@@ -143,3 +145,50 @@ def test_clear_errors(tmp_path):
     assert list(tmp_path.iterdir()) == []
     with pytest.raises(UsageError, match="neither"):
         shrink_tokenizer(None, tmp_path, vocab=1024)
+
+
+def _recounted_merges(words, n, prefix):
+    """The BPE merges of `words` counting every pair again before each merge (the definition
+    train._learn computes incrementally): the most frequent pair first, ties to the smallest."""
+    from collections import Counter
+
+    merges, new = [], []
+    while len(merges) < n:
+        pairs = Counter()
+        for symbols, count in words.items():
+            for pair in zip(symbols, symbols[1:], strict=False):
+                pairs[pair] += count
+        if not pairs:
+            break
+        best = min(pairs, key=lambda p: (-pairs[p], p))
+        token = best[0] + best[1].removeprefix(prefix)
+        merges.append(list(best))
+        new.append(token)
+        merged = Counter()
+        for symbols, count in words.items():
+            out, i = [], 0
+            while i < len(symbols):
+                if tuple(symbols[i : i + 2]) == best:
+                    out.append(token)
+                    i += 2
+                else:
+                    out.append(symbols[i])
+                    i += 1
+            merged[tuple(out)] += count
+        words = merged
+    return merges, new
+
+
+@given(
+    words=st.dictionaries(st.text("aab", min_size=1, max_size=12), st.integers(1, 4), max_size=10),
+    n=st.integers(0, 40),
+    prefix=st.sampled_from(["", "##", "a"]),
+)
+@settings(max_examples=300, deadline=None)
+def test_the_incremental_bpe_learner_equals_recounting_at_every_merge(words, n, prefix):
+    from collections import Counter
+
+    from tinykit.tokenizer.train import _learn
+
+    split = Counter({(w[0], *(prefix + c for c in w[1:])): k for w, k in words.items()})
+    assert _learn(split, n, prefix) == _recounted_merges(split, n, prefix)

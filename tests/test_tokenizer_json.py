@@ -65,3 +65,37 @@ def test_shrink_keeps_ids_compact_and_everything_consistent(documents, repo, voc
     assert tok.get_vocab_size() == size
     assert max(tok.encode("Hello world, 2024!").ids) < size
     assert not dropped or len(src["added_tokens"]) > vocab // 8
+
+
+@pytest.mark.parametrize(
+    "repo", sorted({*REPOS, "tiiuae/falcon-180B-chat", "mistralai/Mixtral-8x7B-v0.1"})
+)
+def test_a_tokenizer_json_reads_as_tokenizers_writes_it(repo):
+    """The read that skips building the model gives tokenizers' own document: vocab, merges as
+    pairs, added tokens, defaults filled in; Unigram's scores take tokenizers' round trip."""
+    from tokenizers import Tokenizer
+
+    from tinykit.tokenizer.canonical import _quick, read_tokenizer_json
+
+    path = hub(repo) / "tokenizer.json"
+    written = json.loads(Tokenizer.from_file(str(path)).to_str())
+    assert read_tokenizer_json(path) == written
+    unigram = written["model"]["type"] == "Unigram"
+    assert (_quick(path.read_bytes()) is None) == unigram
+
+
+def test_a_tokenizer_json_tokenizers_would_renumber_takes_the_round_trip(tmp_path):
+    """Added tokens out of tokenizers' order, or a vocab with a hole, are not taken as they are."""
+    from tokenizers import Tokenizer
+
+    from tinykit.tokenizer.canonical import _quick, read_tokenizer_json
+
+    doc = json.loads((hub("meta-llama/Llama-2-7b-hf") / "tokenizer.json").read_text())
+    doc["added_tokens"].append({**doc["added_tokens"][0], "content": "<new>", "id": 40000})
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(doc))
+    assert _quick(path.read_bytes()) is None
+    assert read_tokenizer_json(path) == json.loads(Tokenizer.from_file(str(path)).to_str())
+    del doc["added_tokens"][-1]
+    doc["model"]["vocab"].pop("▁the")
+    assert _quick(json.dumps(doc).encode()) is None

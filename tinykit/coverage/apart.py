@@ -57,14 +57,22 @@ def upstream_error(model_type: str, class_name: str | None = None) -> str | None
     # a class without a forward of its own (Bark's, which only chains its sub-models' generate)
     # fails any call, with no inputs as with the tiny model's
     unimplemented = type(model).forward is torch.nn.Module.forward
-    if not unimplemented and not _reads_token_ids_only(model):
+    on_ids = _judged_on_token_ids(model_type)
+    if not unimplemented and not on_ids and not _reads_token_ids_only(model):
         # a tower alone, or a model that also reads pixels, audio or state: a forward on token
-        # ids alone fails for want of those inputs, which proves nothing of transformers
-        return None
-    # the inputs and labels verify trains it on (VITS refuses any: its training is not
-    # implemented), as host tensors: the full-size weights are on the meta device
+        # ids alone fails for want of those inputs, which proves nothing of transformers; its
+        # loss is dispatched by class, the same at any size
+        return unmapped_loss(model)
+    # the inputs and labels verify trains it on, as host tensors: the full-size weights are on
+    # the meta device
     try:
-        made = Inputs({}) if unimplemented else make_inputs(model, batch=1, seq=8, labels=True)
+        if unimplemented:
+            made = Inputs({})
+        elif on_ids:  # the text alone: images are left out where the forward allows it
+            ids = torch.randint(0, _vocab(model), (1, 8))
+            made = make_inputs(model, text=ids, labels=True)
+        else:
+            made = make_inputs(model, batch=1, seq=8, labels=True)
     except Exception:  # inputs tinykit cannot make: its own failure, not transformers'
         return None
     try:
@@ -73,6 +81,38 @@ def upstream_error(model_type: str, class_name: str | None = None) -> str | None
     except Exception as e:  # the full-size default fails where the tiny one did, or elsewhere
         return f"forward: {type(e).__name__}: {flat_message(e)[:200]}"
     return None
+
+
+def _judged_on_token_ids(model_type: str) -> bool:
+    """Whether the family's recipe says a full-size failure on token ids alone judges it
+    (`[inputs] full_size_on_token_ids`): a media model whose failure is shown not to depend on
+    its media, and whose full-size forward with media cannot run on the meta device."""
+    from tinykit.model.recipes import recipe_for
+
+    return bool(recipe_for(model_type).inputs.get("full_size_on_token_ids"))
+
+
+def _vocab(model: Any) -> int:
+    return int(model.config.get_text_config(decoder=True).vocab_size)
+
+
+FALLBACK_LOSS = "ForCausalLMLoss()"
+"""How the loss transformers falls back to is named in a failure inside it (a head whose labels
+are no next tokens calls it without `vocab_size`)."""
+
+
+def unmapped_loss(model: Any) -> str | None:
+    """Where transformers maps no loss to the class (its `loss_type` is None: no entry of its
+    LOSS_MAPPING matches the class name) but the forward takes labels: training falls back to
+    ForCausalLMLoss, whatever the size (Nemotron ASR's RNN-T heads). None otherwise."""
+    if "labels" not in inspect.signature(model.forward).parameters:
+        return None
+    if getattr(model, "loss_type", "") is not None:
+        return None
+    return (
+        f"loss: transformers maps no loss to {type(model).__name__} (loss_type None): "
+        f"labels fall back to {FALLBACK_LOSS.removesuffix('()')}"
+    )
 
 
 def inference_only(forward: Any) -> bool:
@@ -112,9 +152,12 @@ def flat_message(e: BaseException) -> str:
 
 
 def is_upstream(reason: str, error: str | None) -> bool:
-    """Set apart only when transformers fails at full size: to build, or in the same way."""
+    """Set apart only when transformers fails at full size: to build, in the same way, or in
+    the loss it falls back to for a class it maps none to."""
     if error is None:
         return False
+    if error.startswith("loss: "):  # the tiny model failed inside the loss it falls back to
+        return FALLBACK_LOSS in reason
     if not error.startswith("forward: "):
         return True
     return error.removeprefix("forward: ")[:60] in reason

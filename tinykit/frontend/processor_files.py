@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from tinykit.frontend.processors import is_int
+from tinykit._values import is_int
 
 PROCESSOR_FILES = (
     "preprocessor_config.json",

@@ -7,7 +7,9 @@ from __future__ import annotations
 import inspect
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any
+
+from tinykit._values import is_int
 
 PARTS = {
     "image_processor": "image",
@@ -16,10 +18,6 @@ PARTS = {
     "audio_processor": "audio",
 }
 """A processor's sub-processors, by its constructor's argument, and the auto table of each."""
-
-
-def is_int(value: Any) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def processors(

@@ -280,13 +280,14 @@ def _build_into(
     )
     model = model.to(dtype)
     _attach_generation_config(model, src, spec, shipped)
-    _recipe_generation(model, recipes)
+    _recipe_generation(model, src, recipes)
     if force_bos and model.generation_config.forced_bos_token_id is None:
         model.generation_config.forced_bos_token_id = config.bos_token_id
     # Under torch.distributed, transformers saves on rank 0 only; this folder is this process's
     # own artifact (a tinykit_dist test builds its fixture on whichever rank takes the lock).
     model.should_save_on_this_rank = lambda is_main_process: True
     model.save_pretrained(tmp)
+    _write_recipe_files(tmp, src, model.config, spec, recipes)
     stage("processor")
     ship_processor(tmp, src, model, shrunk)
     write_front_end(tmp, src.folder, model.config, pooling=choices.pooling, seed=spec.seed)
@@ -444,13 +445,30 @@ def _attach_generation_config(model: Any, src: Source, spec: ShrinkSpec, shipped
     model.generation_config = GenerationConfig.from_dict(data)
 
 
-def _recipe_generation(model: Any, recipes: tuple[str, ...]) -> None:
-    """Settings `generate` requires that the generation config lacks (a bare Pop2Piano's has
-    no composer table), from the family's recipe ([generation]); the source's own win."""
+def _write_recipe_files(
+    tmp: Path, src: Source, config: Any, spec: ShrinkSpec, recipes: tuple[str, ...]
+) -> None:
+    """The files the class loads beside the weights (recipe `[files]`), where the source has none."""
+    from tinykit.model.recipe_files import write_recipe_files
     from tinykit.model.recipes import recipe_for
 
+    files = recipe_for(src.model_type, recipes).files
+    if src.folder:  # a real checkpoint's own file is copied with it, not made up
+        files = {k: v for k, v in files.items() if not (src.folder / k).is_file()}
+    write_recipe_files(tmp, config, files, spec.seed)
+
+
+def _recipe_generation(model: Any, src: Source, recipes: tuple[str, ...]) -> None:
+    """Settings `generate` requires that the generation config lacks or holds otherwise (a bare
+    Pop2Piano's has no composer table; CLVP's generate reads dict outputs:
+    `return_dict_in_generate`), from the family's recipe ([generation]); those the source's
+    generation_config.json names win."""
+    from tinykit.model.recipes import recipe_for
+
+    path = src.folder / "generation_config.json" if src.folder else None
+    own = json.loads(path.read_text()) if path is not None and path.is_file() else {}
     for key, value in recipe_for(model.config.model_type, recipes).generation.items():
-        if getattr(model.generation_config, key, None) is None:
+        if own.get(key) is None:
             setattr(model.generation_config, key, value)
             # no longer the model config's copy: transformers drops the settings of one it
             # believes derived when it loads it back

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tinykit._values import is_int
 from tinykit.errors import ShrinkConstraintError, UnsupportedModelError
 from tinykit.model.layers import LayerPlan
 from tinykit.model.shrink.nodes import Context, shrink_node
 from tinykit.model.shrink.token_ids import remap_token_ids
-from tinykit.model.shrink.values import is_int
 from tinykit.model.spec import ShrinkSpec
 
 

@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from tinykit._values import is_int
 from tinykit.errors import ShrinkConstraintError
-from tinykit.model.shrink.values import is_int
 
 LayerFields = dict[str, tuple[Any, ...]]  # a recipe's [layer_fields]
 

@@ -54,13 +54,7 @@ class ModelFolder:
         verbosity = hf_logging.get_verbosity()
         hf_logging.set_verbosity_error()  # the load report table is replaced by our one line
         try:
-            model, info = self.cls.from_pretrained(
-                self.path,
-                ignore_mismatched_sizes=True,
-                output_loading_info=True,
-                **self.load_options,
-                **from_pretrained,
-            )
+            model, info = self._from_pretrained(from_pretrained)
         except Exception as e:  # missing or truncated weights, unreadable files: all findings
             problem = f"the weights (model.safetensors) do not load: {one_line(e)}"
             raise _invalid(self.path, problem) from e
@@ -74,6 +68,24 @@ class ModelFolder:
             problem = f"the weights do not load: they do not match config.json: {shapes}"
             raise _invalid(self.path, problem)
         return model
+
+    def _from_pretrained(self, options: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        """(model, loading info). A class whose own from_pretrained uses the model it loaded
+        as if the loading info were not asked for (Qwen2.5-Omni's loads its speakers into the
+        (model, info) pair) is loaded again plainly, a size mismatch then raising instead of
+        being listed."""
+        try:
+            return self.cls.from_pretrained(
+                self.path,
+                ignore_mismatched_sizes=True,
+                output_loading_info=True,
+                **self.load_options,
+                **options,
+            )
+        except AttributeError as e:
+            if "tuple" not in str(e) or "from_pretrained" not in vars(self.cls):
+                raise
+        return self.cls.from_pretrained(self.path, **self.load_options, **options), {}
 
 
 def _invalid(folder: Path, problem: str) -> TinyArtifactInvalid:

@@ -9,10 +9,13 @@ family and may add, for the model_types it lists:
   [set]      fixed values the rules cannot derive, e.g. `decoder_start_token_id = 0`
   [derive]   values recomputed from the shrunk config where it has the key,
              e.g. `qk_head_dim = "qk_nope_head_dim + qk_rope_head_dim"`
+  [files]    files beside the weights the class's from_pretrained loads, made at the tiny
+             geometry (model/recipe_files.py), e.g. Qwen2.5-Omni's `spk_dict.pt`
   [inputs]   how verify's sample inputs depart from the generic layout, e.g.
              `labels_per_codebook = "num_codebooks"` (labels of shape (batch, seq, codebooks))
   [generation]  settings `generate` requires that a bare config's generation config lacks
-             (Pop2Piano's `composer_to_feature_token`); a source's own settings win
+             (Pop2Piano's `composer_to_feature_token`) or holds otherwise (CLVP's
+             `return_dict_in_generate`); a source's own settings win
 Users add files with `--recipe PATH`; a later file overrides an earlier one key by key.
 `_presets.toml` holds named shape presets (`--preset hub-tiny-random`): ShrinkSpec defaults.
 """
@@ -40,6 +43,7 @@ class Recipe:
     derive: dict[str, str] = field(default_factory=dict)
     inputs: dict[str, Any] = field(default_factory=dict)
     generation: dict[str, Any] = field(default_factory=dict)
+    files: dict[str, Any] = field(default_factory=dict)
     sources: tuple[str, ...] = ()
 
 
@@ -69,6 +73,7 @@ def recipe_for(model_type: str, extra: tuple[str, ...] = ()) -> Recipe:
     derive: dict[str, str] = dict(generic.get("derive", {}))
     inputs: dict[str, Any] = {}
     generation: dict[str, Any] = {}
+    files: dict[str, Any] = {}
     sources = ["_generic.toml"]
     for name, data in families:
         if model_type not in data.get("model_types", ()):
@@ -85,6 +90,7 @@ def recipe_for(model_type: str, extra: tuple[str, ...] = ()) -> Recipe:
         derive.update(data.get("derive", {}))
         inputs.update(data.get("inputs", {}))
         generation.update(data.get("generation", {}))
+        files.update(data.get("files", {}))
     return Recipe(
         knobs={k: tuple(v) for k, v in knobs.items()},
         layer_fields={k: tuple(v) for k, v in generic["layer_fields"].items()},
@@ -94,5 +100,6 @@ def recipe_for(model_type: str, extra: tuple[str, ...] = ()) -> Recipe:
         derive=derive,
         inputs=inputs,
         generation=generation,
+        files=files,
         sources=tuple(sources),
     )

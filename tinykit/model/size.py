@@ -55,7 +55,15 @@ def is_multimodal(model: Any) -> bool:
     """Whether the model reads more than token ids: pixels, audio, video or their embeddings."""
     import inspect
 
-    names = set(inspect.signature(model.forward).parameters) | {model.main_input_name}
+    import torch
+
+    main = model.main_input_name  # a list where a class names several (OneFormer's)
+    names = set(inspect.signature(model.forward).parameters) | set(
+        main if isinstance(main, list) else [main]
+    )
+    if type(model).forward is torch.nn.Module.forward:  # no forward of its own (Qwen2.5-Omni's
+        for child in model.children():  # chains its stages): what its stages read
+            names |= set(inspect.signature(child.forward).parameters)
     return any(n in MEDIA_INPUTS or n.startswith(MEDIA_PREFIXES) for n in names)
 
 

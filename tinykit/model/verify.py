@@ -14,7 +14,7 @@ from typing import Any
 
 from tinykit._progress import stage
 from tinykit.errors import TinyArtifactInvalid
-from tinykit.model.inputs import BATCH, SEQ, make_inputs
+from tinykit.model.inputs import BATCH, SEQ, Inputs, make_inputs
 from tinykit.model.load import ModelFolder, one_line, open_model_folder
 
 
@@ -86,7 +86,7 @@ def verify(
     inputs = made.forward
     stage("checks: forward + backward, generate, reload, tokenizer")
     _train_step(model, inputs, made.labels, report)
-    _generate(model, inputs, report)
+    _generate(model, made, report)
     _reload(model, folder, inputs, report)
     _tokenizer(model, folder.path, inputs, report, bool(folder.own_code))
     return _finish(report, raise_on_failure)
@@ -133,23 +133,25 @@ def _no_grad() -> Any:
     return torch.no_grad()
 
 
+REFUSES_TRAINING = re.compile(
+    r"does not support training|training\b.{0,20}\bnot (yet )?(supported|implemented)", re.I
+)
+"""How transformers words a head's refusal of labels ("PPDocLayoutV4ForObjectDetection does not
+support training", "Training is not implemented yet")."""
+
+
 def _train_forward_backward(model: Any, inputs: dict, labels: dict, report: VerifyReport) -> None:
     model.train()
-    try:
-        out = model(**inputs, **labels)
-    except Exception as e:  # any model failure is a verification finding, reported as such
-        report.problems.append(f"forward failed: {one_line(e)}")
+    out = _train_forward(model, inputs, labels, report)
+    if out is None:
         return
-    if getattr(out, "loss", None) is None and next(_float_tensors(out), None) is None:
+    loss = out.loss if getattr(out, "loss", None) is not None else _stand_in(model, inputs, out)
+    if loss is None:
         report.problems.append(
-            "forward returned no floating-point output (integer codes only): nothing to train"
+            "forward returned no floating-point output (integer codes only) and computes none "
+            "with a gradient path: nothing to train"
         )
         return
-    loss = (
-        out.loss
-        if getattr(out, "loss", None) is not None
-        else _without_masked(_differentiable(out).float()).pow(2).mean()
-    )
     loss = loss.mean()  # a per-sample loss (DAC's) is averaged over the batch
     report.loss = float(loss.detach())
     if not math.isfinite(report.loss):
@@ -158,10 +160,64 @@ def _train_forward_backward(model: Any, inputs: dict, labels: dict, report: Veri
     loss.backward()
     trainable = [p for p in model.parameters() if p.requires_grad]
     with_grad = sum(1 for p in trainable if p.grad is not None)
-    report.grads = f"{with_grad}/{len(trainable)} parameter tensors got a gradient"
+    report.grads += f"{with_grad}/{len(trainable)} parameter tensors got a gradient"
     if with_grad == 0:
         report.problems.append("backward gave no gradient to any parameter")
     model.zero_grad(set_to_none=True)
+
+
+REFUSES_TRAINING = re.compile(
+    r"does not support training|training\b.{0,20}\bnot (yet )?(supported|implemented)", re.I
+)
+"""How transformers words a head's refusal of labels ("PPDocLayoutV4ForObjectDetection does not
+support training", "Training is not implemented yet")."""
+
+
+def _train_forward(model: Any, inputs: dict, labels: dict, report: VerifyReport) -> Any:
+    """The train-mode output with labels; without them where transformers refuses labels to the
+    head (PP-DocLayout's detector), which is then trained on its outputs, as heads that take no
+    labels at all (DPT's, SuperPoint's) are. None, with the problem reported, on a failure."""
+    try:
+        return model(**inputs, **labels)
+    except Exception as e:  # any model failure is a verification finding, reported as such
+        if not (labels and REFUSES_TRAINING.search(str(e))):
+            report.problems.append(f"forward failed: {one_line(e)}")
+            return None
+        refused = one_line(e)
+    try:
+        out = model(**inputs)
+    except Exception as e:  # reported, not raised
+        report.problems.append(f"forward failed: {one_line(e)}")
+        return None
+    report.grads = f"labels refused ({refused}): trained on its outputs; "
+    return out
+
+
+def _stand_in(model: Any, inputs: dict, out: Any) -> Any:
+    """A loss on the outputs: the first differentiable float one; for a forward that returns
+    integer codes only (WavTokenizer's encoder), the last float tensor a module computed on the
+    way (the embeddings it quantizes). None where neither exists."""
+    target = _differentiable(out) if next(_tensors(out), None) is not None else None
+    if target is None:
+        target = _last_inner_float(model, inputs)
+    return None if target is None else _without_masked(target.float()).pow(2).mean()
+
+
+def _last_inner_float(model: Any, inputs: dict) -> Any:
+    """The last float tensor with a gradient path that a module of `model` returned while the
+    forward on `inputs` ran; None if none did."""
+    found: list[Any] = []
+
+    def keep(_module: Any, _args: Any, output: Any) -> None:
+        found.extend(t for t in _tensors(output) if t.requires_grad)
+
+    handles = [m.register_forward_hook(keep) for m in model.modules()]
+    try:
+        model(**inputs)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return found[-1] if found else None
 
 
 def _without_masked(x: Any) -> Any:
@@ -171,13 +227,15 @@ def _without_masked(x: Any) -> Any:
 
 
 def _first_tensor(out: Any) -> Any:
-    return next(_float_tensors(out))
+    """The first float output, else the first of any dtype (an encoder's integer codes)."""
+    first = next(_tensors(out), None)
+    return first if first is not None else next(_tensors(out, floating=False))
 
 
 def _differentiable(out: Any) -> Any:
     """The first output the weights have a gradient path to (SuperPoint returns its keypoint
     coordinates, which have none, before its scores)."""
-    tensors = list(_float_tensors(out))
+    tensors = list(_tensors(out))
     # (and finite: Grounding DINO's logits are -inf at masked text positions)
     finite = [t for t in tensors if t.requires_grad and bool(t.isfinite().all())]
     return next(iter(finite), next((t for t in tensors if t.requires_grad), tensors[0]))
@@ -190,14 +248,14 @@ def _seeded(model: Any, inputs: dict) -> Any:
     return model(**inputs)
 
 
-def _float_tensors(out: Any) -> Any:
-    """Floating tensors of a model output in order, nested tuples and outputs included (MGP-STR
-    returns its logits as a tuple of three heads)."""
+def _tensors(out: Any, *, floating: bool = True) -> Any:
+    """The tensors of a model output in order (floating ones only unless `floating` is False),
+    nested tuples and outputs included (MGP-STR returns its logits as a tuple of three heads)."""
     import torch
     from transformers.cache_utils import Cache
 
     if isinstance(out, torch.Tensor):
-        if out.is_floating_point():
+        if out.is_floating_point() or not floating:
             yield out
         return
     if isinstance(out, Cache):  # the KV cache a forward returns is no output to train
@@ -206,10 +264,10 @@ def _float_tensors(out: Any) -> Any:
     if isinstance(values, str) or not hasattr(values, "__iter__"):
         return
     for value in values:
-        yield from _float_tensors(value)
+        yield from _tensors(value, floating=floating)
 
 
-def _generate(model: Any, inputs: dict, report: VerifyReport) -> None:
+def _generate(model: Any, made: Inputs, report: VerifyReport) -> None:
     # Text generation only: speech models (Whisper) need a real tokenizer's timestamp layout.
     if not model.can_generate() or model.main_input_name != "input_ids":
         return
@@ -219,8 +277,8 @@ def _generate(model: Any, inputs: dict, report: VerifyReport) -> None:
 
         # half the sequence as the prompt: prompt + new tokens stay within the trained length
         prompt = {  # image tokens stay in front of the prompt
-            k: v[:, : v.shape[1] - SEQ // 2] if k in ("input_ids", "mm_token_type_ids") else v
-            for k, v in inputs.items()
+            k: v[:, : v.shape[1] - SEQ // 2] if k in made.along_text else v
+            for k, v in made.forward.items()
             if not k.startswith("decoder_")
         }
         with torch.no_grad():
@@ -243,10 +301,14 @@ def _reload(model: Any, folder: ModelFolder, inputs: dict, report: VerifyReport)
             a = _first_tensor(_seeded(model, inputs))
             b = _first_tensor(_seeded(again, inputs))
         report.reload_equal = bool(torch.equal(a, b))
+        # (inf equals itself: Grounding DINO's logits are -inf at masked positions by design)
+        has_nan = a.is_floating_point() and bool(a.isnan().any())
     except Exception as e:  # reported, not raised
         report.problems.append(f"reload and forward failed: {one_line(e)}")
         return
-    if not report.reload_equal:
+    if has_nan:  # NaN never equals itself: the reload cannot be compared (ALIGN's underflow)
+        report.problems.append("eval-mode outputs hold NaN: the reload cannot be compared")
+    elif not report.reload_equal:
         report.problems.append("logits after reload differ from the saved model's")
 
 

@@ -72,12 +72,9 @@ def summarize(
     )
 
 
-# Reused buffers for the temporaries of `_full_stats`: a fresh large tensor costs page faults
-# (the allocator maps new memory for it) that dwarf the reduction itself. Freed on recorder exit.
-scratch_buffers: dict[tuple[Any, Any, Any], torch.Tensor] = {}
-
-# float dtype -> (the int dtype of its bits, its bit width)
-_BITS = {"torch.float32": ("int32", 32), "torch.float64": ("int64", 64)}
+# Reused buffers of `_full_stats` (a fresh large tensor costs page faults, as the allocator maps
+# new memory for it, that dwarf the reduction itself) and its `_Slots`. Freed on recorder exit.
+scratch_buffers: dict[Any, Any] = {}
 
 
 def _scratch(like: torch.Tensor, slot: int = 0) -> torch.Tensor:
@@ -88,13 +85,46 @@ def _scratch(like: torch.Tensor, slot: int = 0) -> torch.Tensor:
     return buffer[: like.numel()]  # flat, as `like` is: one view op fewer per tensor
 
 
-def _offset(ints: torch.Tensor, width: int) -> torch.Tensor:
-    """The 0-d int tensor 2**(width-1) - 1 on `ints`'s device (cached with the scratch)."""
-    key = (ints.dtype, ints.device, "offset")
-    offset = scratch_buffers.get(key)
-    if offset is None:
-        offset = scratch_buffers[key] = ints.new_full((), 2 ** (width - 1) - 1)
-    return offset
+class _Slots:
+    """Where `_full_stats` writes its six numbers for one float dtype and device (`out=`: no
+    tensor made per number, no stack), read back in one `tolist`: min, max, sum and sum of
+    squares as their bits, then the lowest and highest abs-min code. Half of a small tensor's
+    cost was making, viewing and stacking those 0-d results."""
+
+    __slots__ = (
+        "results",
+        "lo",
+        "hi",
+        "total",
+        "squares",
+        "code_lo",
+        "code_hi",
+        "offset",
+        "int_dtype",
+        "width",
+        "unpack",
+    )
+
+    def __init__(self, x: torch.Tensor) -> None:
+        import torch
+
+        self.width = 32 if x.dtype == torch.float32 else 64
+        self.int_dtype = torch.int32 if self.width == 32 else torch.int64
+        self.results = torch.empty(6, dtype=self.int_dtype, device=x.device)
+        floats = self.results[:4].view(x.dtype)
+        self.lo, self.hi, self.total, self.squares = floats.unbind()
+        self.code_lo, self.code_hi = self.results[4:].unbind()
+        # the code's offset 2**(width-1) - 1, as a 0-d tensor on the device
+        self.offset = self.results.new_full((), 2 ** (self.width - 1) - 1)
+        packed, real = ("4i", "4f") if self.width == 32 else ("4q", "4d")
+        self.unpack = lambda bits: struct.unpack(real, struct.pack(packed, *bits))
+
+    @staticmethod
+    def of(x: torch.Tensor) -> _Slots:
+        slots = scratch_buffers.get((x.dtype, x.device, "slots"))
+        if slots is None:
+            slots = scratch_buffers[(x.dtype, x.device, "slots")] = _Slots(x)
+        return slots
 
 
 def _full_stats(flat: torch.Tensor) -> tuple[Any, Any, Any, dict[str, Any]]:
@@ -103,7 +133,7 @@ def _full_stats(flat: torch.Tensor) -> tuple[Any, Any, Any, dict[str, Any]]:
 
     min/max come from one aminmax (NaN and Inf reach them, so a finite tensor is seen from
     them); abs-min, the smallest non-zero |x| and whether there is a zero at all come from ONE
-    aminmax over an order-keeping code of the bits (`_absmin_code`). Only a tensor with zeros
+    aminmax over an order-keeping code of the bits (see below). Only a tensor with zeros
     (every gradient of a causal LM: the last position has no label) takes one more pass to count
     them, and only one with NaN/Inf a pass over its finite elements."""
     import torch
@@ -113,22 +143,19 @@ def _full_stats(flat: torch.Tensor) -> tuple[Any, Any, Any, dict[str, Any]]:
     else:
         x = flat.float() if flat.is_floating_point() else flat.double()
     n = x.numel()
-    int_name, width = _BITS[str(x.dtype)]
-    ints = x.view(getattr(torch, int_name))
+    s = _Slots.of(x)
+    ints = x.view(s.int_dtype)
     # code = 2*bits + 2**(w-1) - 1, wrapping: 2*bits drops the sign bit, so the code is a
     # monotone function of |x|'s bits for |x| > 0, and |x| == 0 wraps to the largest int
-    code = torch.add(_offset(ints, width), ints, alpha=2, out=_scratch(ints))
-    lo_hi = torch.amin(x), torch.amax(x)  # ~25% faster than one aminmax on CPU
-    code_lo_hi = torch.aminmax(code)
+    code = torch.add(s.offset, ints, alpha=2, out=_scratch(ints))
+    torch.aminmax(x, out=(s.lo, s.hi))  # one pass (amin + amax: two, and slower here)
     # One-pass variance from the sum and the sum of squares (a BLAS dot): two kernels that only
     # read; torch.std_mean is ~40x slower on CPU. Its cancellation is checked below.
-    total, squares = x.sum(), torch.dot(x, x)
-    # one host sync for all six: the four floats travel as their bits, beside the int codes
-    int_dtype = ints.dtype
-    *bits, code_lo, code_hi = torch.stack(
-        [*(v.view(int_dtype) for v in (*lo_hi, total, squares)), *code_lo_hi]
-    ).tolist()
-    lo, hi, total_v, squares_v = _from_bits(bits, width)
+    torch.sum(x, 0, out=s.total)
+    torch.dot(x, x, out=s.squares)
+    torch.aminmax(code, out=(s.code_lo, s.code_hi))
+    *bits, code_lo, code_hi = s.results.tolist()  # the one host sync
+    lo, hi, total_v, squares_v = s.unpack(bits)
     if not (math.isfinite(lo) and math.isfinite(hi)):
         return _non_finite_stats(x)
     mean_v = total_v / n
@@ -138,11 +165,9 @@ def _full_stats(flat: torch.Tensor) -> tuple[Any, Any, Any, dict[str, Any]]:
         # cancellation, so take the two-pass one (a subtraction and a dot product)
         centered = torch.sub(x, mean_v, out=_scratch(x, 1))
         var = torch.dot(centered, centered).item() / max(n - 1, 1)
-    top = 2 ** (width - 1) - 1
-    nz = None if code_lo == top else _decode_absmin(code_lo, width)  # top: all zeros
-    zeros = 0
-    if code_hi == top:  # some |x| is 0
-        zeros = n - _count_nonzero(x)
+    top = 2 ** (s.width - 1) - 1
+    nz = None if code_lo == top else _decode_absmin(code_lo, s)  # top: all zeros
+    zeros = n - _count_nonzero(x) if code_hi == top else 0  # top: some |x| is 0
     extra = {
         "nan": 0,
         "posinf": 0,
@@ -156,16 +181,11 @@ def _full_stats(flat: torch.Tensor) -> tuple[Any, Any, Any, dict[str, Any]]:
     return mean_v, math.sqrt(max(var, 0.0)) if n > 1 else 0.0, max(abs(lo), abs(hi)), extra
 
 
-def _from_bits(bits: list[int], width: int) -> tuple[float, ...]:
-    """The floats whose bit patterns (as signed ints of `width` bits) these are."""
-    packed, real = ("i", "f") if width == 32 else ("q", "d")
-    return struct.unpack(f"{len(bits)}{real}", struct.pack(f"{len(bits)}{packed}", *bits))
-
-
-def _decode_absmin(code: int, width: int) -> float:
+def _decode_absmin(code: int, s: _Slots) -> float:
     """|x| from the code `_full_stats` takes the min of (in Python: no tensor op)."""
+    width = s.width
     bits = ((code - (2 ** (width - 1) - 1)) % 2**width) // 2  # < 2**(width-1): fits signed
-    return _from_bits([bits], width)[0]
+    return s.unpack([bits, 0, 0, 0])[0]
 
 
 def _count_nonzero(x: torch.Tensor) -> int:

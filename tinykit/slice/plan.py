@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tinykit._values import is_int
 from tinykit.errors import ShrinkConstraintError, UnsupportedModelError, UsageError
 from tinykit.model.layers import plan_layers
 from tinykit.slice.weights import TensorEntry
@@ -94,7 +95,7 @@ def plan_stacks(
                     sub = target[key] = {"model_type": value["model_type"]}
                 walk(value, sub, f"{path}{key}.")
         recipe = recipe_for(node.get("model_type") or "")
-        keys = [k for k in recipe.knobs["layers"] if _is_int(node.get(k))]
+        keys = [k for k in recipe.knobs["layers"] if is_int(node.get(k))]
         if not keys:
             return
         where = f"'{path.rstrip('.') or node.get('model_type')}'"
@@ -112,7 +113,7 @@ def plan_stacks(
         target.update(plan.fields)
         stacks.append(Stack(path, keys[0], plan.source_depth, plan.kept, plan.fields))
         for other in recipe.knobs["other_layers"]:  # decoders of encoder-decoders
-            if _is_int(node.get(other)):
+            if is_int(node.get(other)):
                 depth = node[other]
                 kept = _other_kept(layers, len(plan.kept), depth, f"'{path}{other}'")
                 target[other] = len(kept)
@@ -142,10 +143,6 @@ def _other_kept(layers: Any, count: int, depth: int, where: str) -> tuple[int, .
             constraint=f"<= {depth}",
         )
     return tuple(range(min(count, depth)))
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def map_tensors(

@@ -215,7 +215,8 @@ def _write(out: Path, source: Source, tj: dict, parts: Parts) -> tuple[str, ...]
     vocab = tjson.model_vocab(tj)
     if source.method == "edit" and source.sentencepiece and source.folder is not None:
         target = out / source.sentencepiece
-        if sp_model.shrink_sentencepiece(source.folder / source.sentencepiece, target, vocab):
+        src = source.folder / source.sentencepiece
+        if sp_model.shrink_sentencepiece(src, target, vocab, model=source.sentencepiece_model):
             written.append(source.sentencepiece)
     if source.method == "edit" and source.tiktoken:
         special = {a["content"] for a in tj.get("added_tokens", [])}

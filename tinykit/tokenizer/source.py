@@ -42,6 +42,7 @@ class Source:
     tokenizer_class: str
     method: str = "edit"
     sentencepiece: str | None = None  # relative file name to mirror
+    sentencepiece_model: sp_model.SentencePieceModel | None = None  # that file, parsed once
     tiktoken: str | None = None
     old_ids: dict[str, int] = field(default_factory=dict)  # content -> source id, for id_map
     tokens: Path | None = None  # where the tokenizer config and template came from
@@ -127,6 +128,7 @@ class _Folder:
     declared: list[dict]  # added tokens declared outside tokenizer.json
     old_ids: dict[str, int]  # content -> source id, for id_map
     sentencepiece: str | None  # the SentencePiece model file that parses, if any
+    sentencepiece_model: sp_model.SentencePieceModel | None  # that file, parsed
     vocab: int
     method: str
     parts: Parts
@@ -202,10 +204,11 @@ def _open(src: Path, vocab: int, method: str, parts: Parts, model_type: str | No
         )
     declared = _config_added_tokens(tokens or src, config)
     old_ids = {**_config_special_ids(config, parts), **{e["content"]: e["id"] for e in declared}}
-    sp = next(
-        (n for n in sp_model.SENTENCEPIECE_NAMES if sp_model.read_sentencepiece(src / n)), None
+    parsed = ((n, sp_model.read_sentencepiece(src / n)) for n in sp_model.SENTENCEPIECE_NAMES)
+    sp, sp_parsed = next(((n, m) for n, m in parsed if m is not None), (None, None))
+    return _Folder(
+        src, config, declared, old_ids, sp, sp_parsed, vocab, method, parts, model_type, tokens
     )
-    return _Folder(src, config, declared, old_ids, sp, vocab, method, parts, model_type, tokens)
 
 
 def _from_retrain(f: _Folder) -> Source | None:
@@ -224,10 +227,10 @@ def _from_retrain(f: _Folder) -> Source | None:
 def _from_tokenizer_json(f: _Folder) -> Source | None:
     if not (f.path / "tokenizer.json").is_file():
         return None
-    from tokenizers import Tokenizer
+    from tinykit.tokenizer.canonical import read_tokenizer_json
 
     try:
-        tj = json.loads(Tokenizer.from_file(str(f.path / "tokenizer.json")).to_str())
+        tj = read_tokenizer_json(f.path / "tokenizer.json")
     except Exception as e:  # tokenizers raises a bare Exception for a corrupt file
         raise UsageError(
             f"{f.path / 'tokenizer.json'} is not a tokenizer the tokenizers library reads: "
@@ -240,6 +243,7 @@ def _from_tokenizer_json(f: _Folder) -> Source | None:
         _merge_added(tj, f.declared),
         f.class_name("PreTrainedTokenizerFast"),
         sentencepiece=f.sentencepiece,
+        sentencepiece_model=f.sentencepiece_model,
         tiktoken=tiktoken if tjson.tokenizer_kind(tj) == tjson.BYTE_LEVEL_BPE else None,
         old_ids=f.old_ids,
     )
@@ -255,6 +259,7 @@ def _from_vocab_files(f: _Folder) -> Source | None:
         _merge_added(json.loads(tok.backend_tokenizer.to_str()), f.declared),
         f.class_name(type(tok).__name__),
         sentencepiece=f.sentencepiece,
+        sentencepiece_model=f.sentencepiece_model,
         old_ids={**f.old_ids, **{a.content: i for i, a in tok.added_tokens_decoder.items()}},
     )
 

@@ -11,7 +11,6 @@ result is what `ModelProto.SerializeToString()` writes after the same edits.
 
 from __future__ import annotations
 
-import functools
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -170,8 +169,10 @@ def _scan(data: bytes) -> SentencePieceModel:
     return SentencePieceModel(data, pieces, tuple(spans), tuple(rest))
 
 
-@functools.lru_cache(maxsize=8)
-def _parse(path: str, _mtime_ns: int, _size: int) -> SentencePieceModel | None:
+def read_sentencepiece(path: Path) -> SentencePieceModel | None:
+    """The parsed model, or None when `path` is not a SentencePiece protobuf (a tiktoken text
+    file, say). A build parses its source model once and passes it on (shrink_sentencepiece's
+    `model`)."""
     try:
         model = _scan(Path(path).read_bytes())
         for number in (_TRAINER, _NORMALIZER):  # the specs a shrink edits must parse too
@@ -181,24 +182,17 @@ def _parse(path: str, _mtime_ns: int, _size: int) -> SentencePieceModel | None:
     return model if model.pieces else None
 
 
-def read_sentencepiece(path: Path) -> SentencePieceModel | None:
-    """The parsed model, or None when `path` is not a SentencePiece protobuf (a tiktoken text
-    file, say). Cached per file version: a build reads the source model more than once."""
-    try:
-        stat = Path(path).stat()
-    except OSError:
-        return None
-    return _parse(str(path), stat.st_mtime_ns, stat.st_size)
-
-
-def shrink_sentencepiece(src: Path, dest: Path, new_vocab: list[str]) -> bool:
-    """Write `dest` keeping the pieces of `new_vocab` (the tiny model vocab, by new id).
+def shrink_sentencepiece(
+    src: Path, dest: Path, new_vocab: list[str], *, model: SentencePieceModel | None = None
+) -> bool:
+    """Write `dest` keeping the pieces of `new_vocab` (the tiny model vocab, by new id); `model`
+    is `src` already parsed.
 
     Tokens that are not SentencePiece pieces (T5's `<extra_id_*>`, added on top by the wrapper)
     must come after every piece, as in the source; otherwise ids would disagree and nothing is
     written (returns False).
     """
-    model = read_sentencepiece(src)
+    model = model or read_sentencepiece(src)
     if model is None:
         return False
     by_piece = {piece: span for piece, span in zip(model.pieces, model.spans, strict=True)}

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tinykit.model.inputs.declared import declared_inputs
+from tinykit.model.inputs.declared import declared_inputs, per_token
 from tinykit.model.inputs.forward import Forward
 from tinykit.model.inputs.media import media_inputs
 from tinykit.model.inputs.placement import leaves_out_images, place_images, text_only_media
@@ -34,6 +34,9 @@ class Inputs:
 
     forward: dict[str, Any]
     labels: dict[str, Any] = field(default_factory=dict)
+    along_text: tuple[str, ...] = ("input_ids", "mm_token_type_ids")
+    """Forward inputs with one entry per token (ids, token types, UDOP's boxes): a prompt cut
+    from the token ids cuts these too."""
 
     def to(self, device: Any, dtype: Any = None) -> Inputs:
         """The tensors moved to `device`; floating ones cast to `dtype` (the model's) if given."""
@@ -48,7 +51,7 @@ class Inputs:
             cast = dtype if dtype is not None and value.is_floating_point() else None
             return value.to(device=device, dtype=cast)
 
-        return Inputs(move(self.forward), move(self.labels))
+        return Inputs(move(self.forward), move(self.labels), self.along_text)
 
 
 def make_inputs(
@@ -86,7 +89,8 @@ def make_inputs(
         forward["input_ids"] = ids
     # what else the forward requires: recipe-declared tensors (boxes, states), embeddings
     forward.update(declared_inputs(f, forward, ids.shape[1]))
+    along = ("input_ids", "mm_token_type_ids", *per_token(f))
     if not labels:
-        return Inputs({**forward, **decoder_inputs(f, forward)})
+        return Inputs({**forward, **decoder_inputs(f, forward)}, along_text=along)
     targets, changed = make_labels(f, forward)
-    return Inputs({**forward, **changed}, targets)
+    return Inputs({**forward, **changed}, targets, along)

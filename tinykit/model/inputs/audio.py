@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from tinykit._values import is_int
 from tinykit.frontend.processor_files import fit_audio_window
 from tinykit.frontend.processors import processors
-from tinykit.model.inputs.forward import Forward, is_int, keep_accepted, runs
+from tinykit.model.inputs.forward import Forward, keep_accepted, runs
 
 SAMPLES = 16_000
 """Audio length of a waveform input: one second at 16 kHz, longer than any conv front end's field."""

@@ -20,7 +20,8 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from tinykit.model.inputs.forward import Forward, is_int
+from tinykit._values import is_int
+from tinykit.model.inputs.forward import Forward
 
 EMBEDDING_SUFFIXES = ("_embeds", "hidden_states")
 """Required forward arguments read as (batch, seq, hidden) float embeddings."""
@@ -37,7 +38,7 @@ def declared_inputs(f: Forward, have: dict[str, Any], seq: int) -> dict[str, Any
     out: dict[str, Any] = {}
     for name, entry in declared.items():
         if name in f.params:  # the family's declaration is more specific than the generic inputs
-            out[name] = _tensor(config, entry, generator, batch, seq)
+            out[name] = declared_tensor(config, entry, generator, batch, seq)
     width = next((getattr(config, k) for k in WIDTH_KEYS if is_int(getattr(config, k, None))), 32)
     for name, param in f.params.items():
         required = param.default is inspect.Parameter.empty and param.kind in (
@@ -45,27 +46,44 @@ def declared_inputs(f: Forward, have: dict[str, Any], seq: int) -> dict[str, Any
             param.KEYWORD_ONLY,
         )
         if required and name not in have and name not in out and name.endswith(EMBEDDING_SUFFIXES):
-            out[name] = _tensor(config, {"shape": ["batch", "seq", width]}, generator, batch, seq)
+            out[name] = declared_tensor(
+                config, {"shape": ["batch", "seq", width]}, generator, batch, seq
+            )
     return out
 
 
-def _tensor(config: Any, entry: dict[str, Any], generator: Any, batch: int, seq: int) -> Any:
+def per_token(f: Forward) -> tuple[str, ...]:
+    """The declared tensors the forward reads with one entry per token: (batch, seq, ...)."""
+    from tinykit.model.recipes import recipe_for
+
+    declared = recipe_for(getattr(f.config, "model_type", "") or "").inputs.get("tensors", {})
+    return tuple(
+        name
+        for name, entry in declared.items()
+        if name in f.params and list(entry["shape"][:2]) == ["batch", "seq"]
+    )
+
+
+def declared_tensor(
+    config: Any, entry: dict[str, Any], generator: Any, batch: int, seq: int
+) -> Any:
+    """One tensor as a recipe declares it (shape named by config keys; fill, high, unit)."""
     import torch
 
-    shape = [_size(config, d, batch, seq) for d in entry["shape"]]
+    shape = [declared_size(config, d, batch, seq) for d in entry["shape"]]
     if "fill" in entry:  # a mask: long, or bool where the forward reads a BoolTensor
         dtype = torch.bool if entry.get("dtype") == "bool" else torch.long
         return torch.full(shape, entry["fill"], dtype=dtype)
     if "high" in entry:
         return torch.randint(
-            0, _size(config, entry["high"], batch, seq), shape, generator=generator
+            0, declared_size(config, entry["high"], batch, seq), shape, generator=generator
         )
     if entry.get("unit"):  # coordinates normalised to [0, 1): boxes
         return torch.rand(shape, generator=generator)
     return torch.randn(shape, generator=generator)
 
 
-def _size(config: Any, dim: Any, batch: int, seq: int) -> int:
+def declared_size(config: Any, dim: Any, batch: int, seq: int) -> int:
     """A dimension: a number, "batch", "seq", a config key (dotted into sub-configs), or
     arithmetic over keys (`"len(target_layer_ids) * hidden_size"`)."""
     if is_int(dim):

@@ -5,11 +5,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from typing import Any, TypeGuard
-
-
-def is_int(value: Any) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool)
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -34,7 +30,8 @@ class Forward:
 
         params = dict(inspect.signature(model.forward).parameters)
         recipe = recipe_for(getattr(model.config, "model_type", "") or "").inputs
-        main = str(recipe.get("main_input") or model.main_input_name)
+        named = model.main_input_name  # a list where a class names several (OneFormer's)
+        main = str(recipe.get("main_input") or (named[0] if isinstance(named, list) else named))
         return cls(model, batch, seq, generator, params, main)
 
     @property

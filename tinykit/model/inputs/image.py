@@ -7,10 +7,11 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+from tinykit._values import is_int
 from tinykit.frontend.processors import processors
-from tinykit.model.inputs.forward import Forward, is_int, keep_accepted, runs
+from tinykit.model.inputs.forward import Forward, keep_accepted, runs
 from tinykit.model.inputs.patches import grid_patch_inputs, native_patch_inputs, packed_patch_inputs
-from tinykit.model.inputs.placement import getter_params, image_features_getter
+from tinykit.model.inputs.placement import image_features_getter
 from tinykit.model.inputs.text import side_token_inputs
 
 
@@ -186,7 +187,7 @@ def _getter_reads(f: Forward) -> set[str]:
 
 
 PATCH_LAYOUTS = (
-    ("packed patches", lambda f: "target_sizes" in getter_params(f.model), packed_patch_inputs),
+    ("packed patches", lambda f: "target_sizes" in _getter_reads(f), packed_patch_inputs),
     (
         "patch grid",
         lambda f: "image_grid_thw" in _getter_reads(f),
@@ -194,8 +195,8 @@ PATCH_LAYOUTS = (
     ),
     ("native patches", lambda f: "spatial_shapes" in _getter_reads(f), native_patch_inputs),
 )
-"""Patch layouts of image-text models without a processor here, tried in order: MiniCPM-V's
-packed strip, a patch-merging model's grid, native-resolution rows."""
+"""Patch layouts of image-text models (and towers alone) without a processor here, tried in
+order: MiniCPM-V's packed strip, a patch-merging model's grid, native-resolution rows."""
 
 
 def _random_pixels(f: Forward) -> dict[str, Any]:
@@ -212,13 +213,27 @@ def _random_pixels(f: Forward) -> dict[str, Any]:
     several = pixels[:, None]
     getter = image_features_getter(f.model)
     instruction = side_token_inputs(f, 8)  # InstructBLIP-Video's (drawn either way)
+    sizes = _image_sizes(getter, pixels)
     if callable(getter):
-        reads_several = not runs(getter, {"pixel_values": pixels, **instruction}) and runs(
-            getter, {"pixel_values": several, **instruction}
+        reads_several = not runs(getter, {"pixel_values": pixels, **instruction, **sizes}) and runs(
+            getter, {"pixel_values": several, **instruction, **sizes}
         )
     else:
         reads_several = "image_attention_mask" in f.params
-    return {"pixel_values": several if reads_several else pixels}
+    return {"pixel_values": several if reads_several else pixels, **sizes}
+
+
+def _image_sizes(getter: Any, pixels: Any) -> dict[str, Any]:
+    """Each image's true (height, width), `image_sizes`, where the image-feature getter requires
+    it (Apertus 1.5 crops every image to it; its processor needs torchvision): the whole image."""
+    import torch
+
+    if not callable(getter):
+        return {}
+    param = inspect.signature(getter).parameters.get("image_sizes")
+    if param is None or param.default is not param.empty:
+        return {}
+    return {"image_sizes": torch.tensor([list(pixels.shape[-2:])] * pixels.shape[0])}
 
 
 RANDOM_SIDES = (32, 64, 128)

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from tinykit._values import is_int
 from tinykit.frontend.processors import processors
-from tinykit.model.inputs.forward import Forward, is_int, keep_accepted, runs
+from tinykit.model.inputs.forward import Forward, keep_accepted, runs
 from tinykit.model.inputs.placement import getter_params, image_features_getter
 
 GRID_INPUTS = ("grid_thw", "image_grid_thw", "image_grid_hw")

@@ -7,7 +7,8 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from tinykit.model.inputs.forward import Forward, is_int
+from tinykit._values import is_int
+from tinykit.model.inputs.forward import Forward
 
 MEDIA_TOKEN_KEYS = ("image_token_id", "image_token_index", "video_token_id", "video_token_index")
 """Where a config names the token its pixels' features replace: the image token, else the video

@@ -24,6 +24,7 @@ import inspect
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tinykit._values import is_int
 from tinykit.frontend import media_tokens
 from tinykit.frontend.processor_files import copy_processor, has_processor_files, save_processor
 from tinykit.frontend.processors import (
@@ -33,7 +34,7 @@ from tinykit.frontend.processors import (
     placeholders,
     processor_class,
 )
-from tinykit.model.inputs.forward import Forward, is_int
+from tinykit.model.inputs.forward import Forward
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping

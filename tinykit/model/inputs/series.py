@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tinykit.model.inputs.forward import Forward, is_int
+from tinykit._values import is_int
+from tinykit.model.inputs.forward import Forward
 
 
 def reads_series(f: Forward) -> bool:

@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tinykit.model.inputs.forward import Forward, is_int
+from tinykit._values import is_int
+from tinykit.model.inputs.forward import Forward
 
 Made = dict[str, Any]
 """The forward's inputs made so far."""

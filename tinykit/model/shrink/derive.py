@@ -7,8 +7,8 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
+from tinykit._values import is_int
 from tinykit.errors import ShrinkConstraintError
-from tinykit.model.shrink.values import is_int
 
 _OPS = {
     ast.Add: operator.add,

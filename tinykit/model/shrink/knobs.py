@@ -14,8 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from tinykit._values import is_int
 from tinykit.model.recipes import Recipe
-from tinykit.model.shrink.values import capped, is_int, is_int_list
+from tinykit.model.shrink.values import capped, is_int_list
 from tinykit.model.spec import ShrinkSpec
 
 

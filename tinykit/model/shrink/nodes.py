@@ -12,12 +12,13 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
+from tinykit._values import is_int
 from tinykit.model.layers import LayerPlan, plan_layers
 from tinykit.model.recipes import Recipe, recipe_for
 from tinykit.model.shrink.derive import evaluate
 from tinykit.model.shrink.knobs import knob_values
 from tinykit.model.shrink.rope import rescale_rope_positions, shrink_rope
-from tinykit.model.shrink.values import first_int, is_int, is_int_list
+from tinykit.model.shrink.values import first_int, is_int_list
 from tinykit.model.spec import ShrinkSpec
 
 

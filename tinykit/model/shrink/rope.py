@@ -7,9 +7,10 @@ import copy
 import math
 from typing import Any
 
+from tinykit._values import is_int
 from tinykit.errors import ShrinkConstraintError
 from tinykit.model.recipes import Recipe
-from tinykit.model.shrink.values import first_int, is_int
+from tinykit.model.shrink.values import first_int
 
 MROPE_AXES = (2, 3, 3)
 """Proportions of the (time, height, width) rotary sections where a config gives none."""

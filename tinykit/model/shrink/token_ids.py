@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from tinykit.model.shrink.values import is_int
+from tinykit._values import is_int
 
 _TOKEN_SUFFIXES = ("_token_id", "_token_ids", "_token_index", "_id_token")
 

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, TypeGuard
+from typing import Any
 
-
-def is_int(value: Any) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool)
+from tinykit._values import is_int
 
 
 def is_int_list(value: Any) -> bool:
