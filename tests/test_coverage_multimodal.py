@@ -65,6 +65,14 @@ def test_a_qformer_model_trains_on_instruction_ids_and_required_pixels(coverage_
     assert all(0 < r.weight_bytes <= MULTIMODAL_BUDGET for r in rows)
 
 
+def test_roberta_style_pad_ids_stay_inside_their_position_tables(coverage_classes):
+    """Kosmos-2 and LayoutLMv3 pad their position tables (max_position_embeddings rows) at
+    pad_token_id = 1: a trained tokenizer's <|pad|> moved to the vocabulary's end broke both."""
+    rows = list(sweep(["kosmos-2", "layoutlmv3"], coverage_classes))
+    assert [(r.model_type, r.reason) for r in rows if not r.ok] == []
+    assert all(0 < r.weight_bytes <= MULTIMODAL_BUDGET for r in rows)
+
+
 def test_layout_tokenizers_are_told_apart_by_their_boxes_argument():
     import transformers
 

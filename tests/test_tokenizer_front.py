@@ -96,6 +96,20 @@ def test_a_pad_id_with_no_role_token_keeps_its_id_on_the_special_token_there(tmp
     assert config.pad_token_id < min(config.pronunciation_vocab_size, config.shape_vocab_size)
 
 
+@pytest.mark.parametrize("model_type", ["layoutlmv3", "kosmos-2"])
+def test_new_tokens_for_low_config_ids_take_those_ids(model_type, tmp_path):
+    """RoBERTa-style configs name bos 0, pad 1, eos 2, and pad 1 is also the padding row of the
+    position table (max_position_embeddings rows): the trained vocabulary's new <|pad|> and
+    <|eos|> take ids 1 and 2, not the end of the vocabulary."""
+    from transformers import AutoTokenizer
+
+    out = make_tiny_tokenizer(model_type, tmp_path / "tok", vocab=512)
+    tok = AutoTokenizer.from_pretrained(out)
+    assert out.id_map == {0: 0, 1: 1, 2: 2} and len(tok) == out.vocab_size <= 512
+    assert (tok.bos_token_id, tok.pad_token_id, tok.eos_token_id) == (0, 1, 2)
+    assert check_tokenizer(out.path)["ok"]
+
+
 @pytest.fixture
 def llama3(tmp_path):
     """Llama-3.2-1B-Instruct's real config.json with only Meta's tiktoken original/tokenizer.model."""

@@ -325,3 +325,39 @@ def shrink_json(
     kept, dropped = choose_tokens(tj, vocab, essential)
     new, old_to_new = rebuild(tj, kept)
     return drop_precompiled_normalizer(new), old_to_new, dropped
+
+
+def place_tokens(tj: dict, at: dict[int, str]) -> dict:
+    """`tj` with each added-only token of `at` moved into the model vocab at its id there, where
+    that id holds a plain token (not added, not the unknown token); the plain token moves to the
+    model vocab's end. A trained tokenizer so keeps the ids a model config names (a pad id 1 also
+    indexes RoBERTa-style position tables of max_position_embeddings rows), as `rebuild` keeps a
+    source's. Sizes and every other token's string are unchanged."""
+    base = model_vocab(tj)
+    added = tj.get("added_tokens", [])
+    fixed = {a["content"] for a in added} | {unk_token(tj)}
+    in_base = set(base)
+    size = len(base)
+    for i, token in sorted(at.items()):
+        if token not in in_base and i < size and base[i] not in fixed:
+            base.append(base[i])
+            base[i] = token
+            fixed.add(token)
+    if len(base) == size:
+        return tj
+    model = tj["model"]
+    if model_type(model) == "Unigram":
+        scores = dict(model["vocab"])
+        model["vocab"] = [[t, scores.get(t, 0.0)] for t in base]
+    else:
+        model["vocab"] = {t: i for i, t in enumerate(base)}
+    ids = {t: i for i, t in enumerate(base)}
+    rest = sorted((a for a in added if a["content"] not in ids), key=lambda a: a["id"])
+    ids.update({a["content"]: len(base) + n for n, a in enumerate(rest)})
+    tj["added_tokens"] = sorted(
+        ({**a, "id": ids[a["content"]]} for a in added), key=lambda a: a["id"]
+    )
+    tj["post_processor"] = _remap_processor(tj.get("post_processor"), ids)
+    if tj.get("padding") and tj["padding"].get("pad_token") in ids:
+        tj["padding"]["pad_id"] = ids[tj["padding"]["pad_token"]]
+    return tj

@@ -376,7 +376,8 @@ def _name_config_ids(source: Source, parts: Parts, vocab: int, defaults: dict[st
     """A trained tokenizer gets a token for each special id the model config names (the
     source's or family's token of that id, its class's token of that role, else a new one),
     the family's tokens, and every role in its config: the class that loads it may not be the
-    class it was trained as (transformers loads some types with its generic backend)."""
+    class it was trained as (transformers loads some types with its generic backend). A new
+    token takes its config id where the trained vocabulary has it (`tjson.place_tokens`)."""
     family = parts.family
     known = {**family.special, **family.added, **{i: t for t, i in source.old_ids.items()}}
     roles = {r: token_text(source.config.get(f"{r}_token")) or t for r, t in defaults.items()}
@@ -387,6 +388,7 @@ def _name_config_ids(source: Source, parts: Parts, vocab: int, defaults: dict[st
     tj = train.append_added_tokens(source.tj, new)
     if tjson.vocab_size(tj) > vocab:  # make room: trim the trained vocab, keep every added token
         tj, _, _ = tjson.shrink_json(tj, vocab, {a["content"] for a in tj["added_tokens"]})
+    tj = tjson.place_tokens(tj, names)  # the config's ids kept where the vocab has them
     config = {f"{r}_token": t for r, t in roles.items()}
     config.update(role_tokens(parts.config_ids, names))
     config.update(
