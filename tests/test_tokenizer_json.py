@@ -99,3 +99,52 @@ def test_a_tokenizer_json_tokenizers_would_renumber_takes_the_round_trip(tmp_pat
     del doc["added_tokens"][-1]
     doc["model"]["vocab"].pop("▁the")
     assert _quick(json.dumps(doc).encode()) is None
+
+
+def _vocab_files(tmp_path, repo):
+    """`repo`'s vocab.json + merges.txt and tokenizer config, without its tokenizer.json."""
+    for name in ("vocab.json", "merges.txt", "tokenizer_config.json"):
+        if (hub(repo) / name).is_file():
+            (tmp_path / name).write_bytes((hub(repo) / name).read_bytes())
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("repo", "cls", "quick"),
+    [
+        ("Qwen/Qwen2.5-VL-7B-Instruct", "Qwen2Tokenizer", True),
+        ("openai-community/gpt2-xl", "GPT2Tokenizer", True),
+        ("facebook/bart-large-cnn", "RobertaTokenizer", False),  # cls/sep ids: the full read
+    ],
+)
+def test_vocab_files_read_as_their_class_builds_them(tmp_path, repo, cls, quick):
+    """vocab.json + merges.txt read without building the BPE give the document the class gives
+    (pipeline, options, added tokens and their ids); a post-processor naming ids is not read so."""
+    from tinykit.tokenizer.canonical import read_vocab_merges
+    from tinykit.tokenizer.train import tokenizer_class
+
+    folder = _vocab_files(tmp_path, repo)
+    klass = tokenizer_class(cls)
+    read = read_vocab_merges(folder, klass)
+    assert (read is not None) == quick
+    if quick:
+        assert read == json.loads(klass.from_pretrained(folder).backend_tokenizer.to_str())
+
+
+def test_vocab_files_tokenizers_would_not_read_so_take_the_full_read(tmp_path):
+    """A merge with a part outside the vocabulary, a line that is not a pair, or a vocab with a
+    hole is left to the class's own read (which says what is wrong)."""
+    from transformers import GPT2Tokenizer
+
+    from tinykit.tokenizer.canonical import read_vocab_merges
+
+    folder = _vocab_files(tmp_path, "openai-community/gpt2-xl")
+    merges = (folder / "merges.txt").read_text(encoding="utf-8")
+    for bad in ("Ġ he_missing\n", "Ġ t he\n", "Ġt\n", "#version: 0.2\n"):
+        (folder / "merges.txt").write_text(merges + bad, encoding="utf-8")
+        assert read_vocab_merges(folder, GPT2Tokenizer) is None
+    (folder / "merges.txt").write_text(merges, encoding="utf-8")
+    vocab = json.loads((folder / "vocab.json").read_text(encoding="utf-8"))
+    vocab["<hole>"] = len(vocab) + 5
+    (folder / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
+    assert read_vocab_merges(folder, GPT2Tokenizer) is None

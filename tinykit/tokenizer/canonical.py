@@ -8,6 +8,10 @@ pipeline (normalizer, pre-tokenizer, post-processor, decoder, the model's option
 the file where they already have the canonical form. A file where they do not (ids with holes,
 added tokens tokenizers would renumber, a merge it would not read) takes the full round trip,
 which also names what is wrong with a broken file.
+
+A vocab.json + merges.txt folder is read the same way: its class is built with an empty
+vocabulary (pipeline, model options and added tokens as the class makes them) and the
+vocabulary and merges come from the files, where that gives the document the full read would.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ import gc
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
+from itertools import chain, repeat
+from operator import eq, itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +81,88 @@ def _quick(data: bytes) -> dict | None:
         canonical["model"]["merges"] = merges
     canonical["added_tokens"] = added
     return canonical
+
+
+def read_vocab_merges(folder: Path, cls: Any) -> dict | None:
+    """The document `cls.from_pretrained(folder)` gives for a vocab.json + merges.txt folder,
+    without building its BPE; None where the quick read might differ (the caller then takes the
+    full one): ids with holes, a merge tokenizers would not read, a post-processor that names
+    token ids, added tokens tokenizers would number otherwise."""
+    with _no_collection():
+        return _quick_vocab_files(folder, cls)
+
+
+def _quick_vocab_files(folder: Path, cls: Any) -> dict | None:
+    try:
+        vocab = json.loads((folder / "vocab.json").read_bytes())
+        text = (folder / "merges.txt").read_text(encoding="utf-8")
+    except (OSError, ValueError):
+        return None
+    ids = _vocab({"vocab": vocab})
+    merges = _merge_pairs(text, ids)
+    if ids is None or merges is None:
+        return None
+    try:  # the class's own pipeline and added tokens, its model built empty
+        empty = cls.from_pretrained(folder, vocab={}, merges=[])
+    except Exception:  # the full read says what is wrong
+        return None
+    doc = json.loads(empty.backend_tokenizer.to_str())
+    added = _renumbered(doc["added_tokens"], ids)
+    model = doc["model"]
+    if model.get("type") != "BPE" or _names_ids(doc.get("post_processor")) or added is None:
+        return None
+    if len(ids) <= len(added) + 3:  # too few tokens: the full read explains
+        return None
+    in_order = all(map(eq, ids.values(), range(len(ids))))
+    model["vocab"] = ids if in_order else dict(sorted(ids.items(), key=itemgetter(1)))
+    model["merges"] = merges
+    doc["added_tokens"] = added
+    return doc
+
+
+def _merge_pairs(text: str, vocab: dict[str, int] | None) -> list[list[str]] | None:
+    """merges.txt's merges as the pairs tokenizers reads ("a b" lines after a "#version"
+    header, both parts in the vocabulary); None for anything else: carriage returns, a header
+    further down, a line that is not a pair (the full read decides). Checked with set and map
+    rather than a loop: there are 150k of them."""
+    if vocab is None or "\r" in text:
+        return None
+    if text.startswith("#version"):
+        text = text.partition("\n")[2]
+    if "\n#version" in text or text.startswith("#version"):
+        return None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    pairs = list(map(str.split, lines, repeat(" ")))
+    if not set(map(len, pairs)) <= {2} or not vocab.keys() >= set(chain.from_iterable(pairs)):
+        return None
+    return pairs
+
+
+def _names_ids(part: Any) -> bool:
+    """True where a pipeline part names token ids (a template's special tokens, a cls/sep
+    pair): an empty vocabulary gives them other ids than the real one."""
+    if isinstance(part, dict):
+        if part.get("special_tokens") or "cls" in part or "sep" in part:
+            return True
+        return any(_names_ids(v) for v in part.values())
+    return isinstance(part, list) and any(_names_ids(v) for v in part)
+
+
+def _renumbered(added: list[dict], vocab: dict[str, int]) -> list[dict] | None:
+    """Added tokens numbered as tokenizers numbers them over `vocab` (in the order they were
+    added: one of the vocabulary keeps its id, the others follow it); None where that order
+    would change, or a token repeats."""
+    following, last, out = len(vocab), -1, []
+    for entry in added:
+        new = vocab.get(entry["content"], following)
+        if new <= last:
+            return None
+        following += entry["content"] not in vocab
+        last = new
+        out.append({**entry, "id": new})
+    return out
 
 
 def _vocab(model: dict) -> dict[str, int] | None:

@@ -254,14 +254,35 @@ def _from_vocab_files(f: _Folder) -> Source | None:
     fallback = _fallback_class(f.path, f.sentencepiece)
     if fallback is None:
         return None
-    tok = _load_with_transformers(f, fallback)
+    tj = _quick_vocab_merges(f, fallback)
+    if tj is not None:
+        cls_name = _vocab_class(f, fallback).__name__
+    else:
+        tok = _load_with_transformers(f, fallback)
+        tj, cls_name = json.loads(tok.backend_tokenizer.to_str()), type(tok).__name__
+    own = {a["content"]: a["id"] for a in tj["added_tokens"]}  # as added_tokens_decoder
     return f.source(
-        _merge_added(json.loads(tok.backend_tokenizer.to_str()), f.declared),
-        f.class_name(type(tok).__name__),
+        _merge_added(tj, f.declared),
+        f.class_name(cls_name),
         sentencepiece=f.sentencepiece,
         sentencepiece_model=f.sentencepiece_model,
-        old_ids={**f.old_ids, **{a.content: i for i, a in tok.added_tokens_decoder.items()}},
+        old_ids={**f.old_ids, **own},
     )
+
+
+def _quick_vocab_merges(f: _Folder, fallback: str) -> dict | None:
+    """vocab.json + merges.txt read without building the BPE (None: take the full read)."""
+    merges_class = dict(train.FALLBACK_CLASSES)["merges.txt"]
+    if fallback != merges_class or not (f.path / "vocab.json").is_file():
+        return None
+    from tinykit.tokenizer.canonical import read_vocab_merges
+
+    return read_vocab_merges(f.path, _vocab_class(f, fallback))
+
+
+def _vocab_class(f: _Folder, fallback: str) -> Any:
+    """The class that reads the folder's vocab files: a tokens part's class may read others."""
+    return train.tokenizer_class(f.class_name(fallback) if f.tokens is None else fallback)
 
 
 def _fallback_class(folder: Path, sentencepiece: str | None) -> str | None:
@@ -277,8 +298,7 @@ def _fallback_class(folder: Path, sentencepiece: str | None) -> str | None:
 
 def _load_with_transformers(f: _Folder, fallback: str):
     """Load vocab.json+merges.txt, vocab.txt or SentencePiece sources (transformers converts)."""
-    # The vocab files decide the class here: a tokens part's class may read other files.
-    cls = train.tokenizer_class(f.class_name(fallback) if f.tokens is None else fallback)
+    cls = _vocab_class(f, fallback)
     tok = cls.from_pretrained(f.path)
     if len(tok) <= len(tok.all_special_tokens) + 3:
         # transformers 5 silently builds an empty tokenizer when it finds no usable file
