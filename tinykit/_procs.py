@@ -146,6 +146,9 @@ def run_command(
         stdout=subprocess.PIPE if capture else None,
         stderr=subprocess.STDOUT if capture else None,
         start_new_session=True,  # its own group: one signal reaches everything it starts
+        # a command stopped by SIGINT must take it as Ctrl-C even when tinykit runs where SIGINT
+        # is ignored (a background job, CI): the ignore would be inherited across exec
+        preexec_fn=_ctrl_c_back if stop_signal == signal.SIGINT else None,
     )
     if on_start is not None:
         _call_on_start(proc, on_start)
@@ -159,6 +162,10 @@ def run_command(
     code = TIMED_OUT if timed_out else shell_code(proc.returncode)
     output = b"".join(chunks).decode(errors="replace")
     return Finished(code, timed_out, time.monotonic() - start, output)
+
+
+def _ctrl_c_back() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _call_on_start(proc: subprocess.Popen, on_start: Callable[[subprocess.Popen], object]) -> None:
