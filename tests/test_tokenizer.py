@@ -149,7 +149,7 @@ def test_clear_errors(tmp_path):
 
 def _recounted_merges(words, n, prefix):
     """The BPE merges of `words` counting every pair again before each merge (the definition
-    train._learn computes incrementally): the most frequent pair first, ties to the smallest."""
+    relearn._learn computes incrementally): the most frequent pair first, ties to the smallest."""
     from collections import Counter
 
     merges, new = [], []
@@ -188,7 +188,7 @@ def _recounted_merges(words, n, prefix):
 def test_the_incremental_bpe_learner_equals_recounting_at_every_merge(words, n, prefix):
     from collections import Counter
 
-    from tinykit.tokenizer.train import _learn
+    from tinykit.tokenizer.relearn import _learn
 
     split = Counter({(w[0], *(prefix + c for c in w[1:])): k for w, k in words.items()})
     assert _learn(split, n, prefix) == _recounted_merges(split, n, prefix)

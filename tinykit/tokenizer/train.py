@@ -6,9 +6,8 @@ vocab files are LFS-only, or a bare transformers model_type), or on request (met
 
 from __future__ import annotations
 
-import heapq
+import functools
 import json
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -16,6 +15,7 @@ from tinykit.errors import UnsupportedModelError
 from tinykit.tokenizer.edit import BYTE_FALLBACK_PIECES, _remap_processor, tokenizer_kind
 from tinykit.tokenizer.family import Family
 from tinykit.tokenizer.parts import ROLES
+from tinykit.tokenizer.relearn import canonical
 
 # A small fixed corpus: same input, same tokenizer, every run.
 CORPUS = (
@@ -239,6 +239,14 @@ def train_first(names: Sequence[str], vocab: int) -> Trained:
 def train_json(class_name: str, vocab: int) -> Trained:
     """A tokenizer trained from scratch as `class_name`, at most `vocab` ids; raises where its
     decode does not give back the probe text its kind promises to keep."""
+    text, name, roles = _trained(class_name, vocab)
+    return Trained(json.loads(text), name, dict(roles))
+
+
+@functools.lru_cache(maxsize=32)
+def _trained(class_name: str, vocab: int) -> tuple[str, str, tuple[tuple[str, str], ...]]:
+    """train_json's result as text, kept per process: the corpus is fixed and the result
+    canonical, so training again gives the same bytes (a warm process skips the trainer)."""
     from tokenizers import Tokenizer
 
     from tinykit.tokenizer.check import LOSSLESS_KINDS, PROBE, expected_round_trip
@@ -246,15 +254,15 @@ def train_json(class_name: str, vocab: int) -> Trained:
     tok = tokenizer_class(class_name)()
     tj = _train(tok, vocab, ())
     kind = tokenizer_kind(tj)
+    text = json.dumps(tj)
     if kind in LOSSLESS_KINDS and not tj["model"].get("end_of_word_suffix"):
-        backend = Tokenizer.from_str(json.dumps(tj))
+        backend = Tokenizer.from_str(text)
         ids = backend.encode(PROBE, add_special_tokens=False).ids
         back = backend.decode(ids, skip_special_tokens=True)
         if back != expected_round_trip(tj, PROBE):
             raise ValueError(f"{class_name} does not decode its encoding of the probe losslessly")
-    roles = {r: t for r in ROLES if isinstance(t := getattr(tok, f"{r}_token", None), str)}
-    name = class_name if class_name not in _GENERIC else type(tok).__name__
-    return Trained(tj, name, roles)
+    roles = tuple((r, t) for r in ROLES if isinstance(t := getattr(tok, f"{r}_token", None), str))
+    return text, class_name if class_name not in _GENERIC else type(tok).__name__, roles
 
 
 def retrain_json(source_tokenizer, vocab: int) -> dict:
@@ -268,8 +276,8 @@ def _train(tok, vocab: int, extra_corpus) -> dict:
     corpus = list(CORPUS) + [
         " ".join(extra_corpus[i : i + 64]) for i in range(0, len(extra_corpus), 64)
     ]
-    base = json.loads(tok.backend_tokenizer.to_str())
-    needs_bytes = base["model"].get("type") == "BPE" and base["model"].get("byte_fallback")
+    model = tok.backend_tokenizer.model  # read as it is: its JSON would be written in full
+    needs_bytes = type(model).__name__ == "BPE" and model.byte_fallback
     budget = vocab - (len(BYTE_FALLBACK_PIECES) if needs_bytes else 0)
     trained = tok.train_new_from_iterator(corpus, vocab_size=max(budget, 32), show_progress=False)
     tj = json.loads(trained.backend_tokenizer.to_str())
@@ -279,148 +287,6 @@ def _train(tok, vocab: int, extra_corpus) -> dict:
             tj, [p for p in BYTE_FALLBACK_PIECES if p not in tj["model"]["vocab"]]
         )
     return tj
-
-
-def canonical(tj: dict, backend, corpus: list[str]) -> dict:
-    """Relearn a trained vocabulary with ties broken by the symbols themselves, not hash order.
-
-    The `tokenizers` trainers break equal counts by ids they assign in hash-map order (and the
-    Unigram trainer runs in parallel), so two trainings on one corpus can differ. This keeps the
-    trained vocabulary's size, special tokens, alphabet and word splitting, and learns its other
-    entries again with deterministic BPE merges: BPE keeps the merges, WordPiece the merged
-    tokens, Unigram the merged pieces scored by merge order.
-    """
-    model = tj["model"]
-    model_type = model["type"]  # the tokenizers model: BPE, WordPiece or Unigram
-    prefix = model.get("continuing_subword_prefix") or ""
-    suffix = model.get("end_of_word_suffix") or ""
-    special = {t["content"] for t in tj.get("added_tokens", [])} | {model.get("unk_token")}
-    if model_type == "Unigram":
-        tokens = [piece for piece, _ in model["vocab"]]
-        if model.get("unk_id") is not None:
-            special.add(tokens[model["unk_id"]])
-    else:
-        tokens = [t for t, _ in sorted(model["vocab"].items(), key=lambda kv: kv[1])]
-    alphabet = {t for t in tokens if len(t.removeprefix(prefix).removesuffix(suffix)) <= 1}
-    base = [t for t in tokens if t in special] + sorted(alphabet - special)
-    merges, new = _learn(_words(backend, corpus, prefix, suffix), len(tokens) - len(base), prefix)
-    vocab = list(dict.fromkeys(base + new))
-    if model_type == "BPE":
-        model = {**model, "vocab": {t: i for i, t in enumerate(vocab)}, "merges": merges}
-    elif model_type == "WordPiece":
-        model = {**model, "vocab": {t: i for i, t in enumerate(vocab)}}
-    elif model_type == "Unigram":
-        scores = dict(model["vocab"])
-        n = len(vocab)
-        model = {
-            **model,
-            "vocab": [
-                [t, scores[t] if t in special else -1.0 - i / n if t in new else -3.0]
-                for i, t in enumerate(vocab)
-            ],
-            "unk_id": None if model.get("unk_id") is None else vocab.index(tokens[model["unk_id"]]),
-        }
-    else:
-        return tj
-    ids = {t: i for i, t in enumerate(vocab)}
-    tj["model"] = model
-    tj["added_tokens"] = [
-        {**t, "id": ids.get(t["content"], t["id"])} for t in tj.get("added_tokens", [])
-    ]
-    return tj
-
-
-def _words(backend, corpus: list[str], prefix: str, suffix: str) -> Counter:
-    """The corpus as the tokenizer splits it: words as symbol tuples, with their counts."""
-    words: Counter[tuple[str, ...]] = Counter()
-    for text in corpus:
-        text = backend.normalizer.normalize_str(text) if backend.normalizer else text
-        pieces = (
-            backend.pre_tokenizer.pre_tokenize_str(text)
-            if backend.pre_tokenizer
-            else [(text, None)]
-        )
-        for word, _ in pieces:
-            if word:
-                symbols = [word[0], *(prefix + c for c in word[1:])]
-                symbols[-1] += suffix
-                words[tuple(symbols)] += 1
-    return words
-
-
-def _learn(words: Counter, n: int, prefix: str) -> tuple[list[list[str]], list[str]]:
-    """`n` BPE merges, the most frequent pair first and ties to the smallest pair.
-
-    Counted incrementally: a merge recounts only the pairs around its occurrences, and a heap
-    of (-count, pair), stale entries skipped, gives the next best pair: the result of a full
-    recount at every step, in a fraction of the time."""
-    symbols = [list(word) for word in words]
-    counts = list(words.values())
-    pairs: Counter[tuple[str, str]] = Counter()
-    where: dict[tuple[str, str], set[int]] = {}  # the words that may hold a pair
-    for i, word in enumerate(symbols):
-        for pair in zip(word, word[1:], strict=False):
-            pairs[pair] += counts[i]
-            where.setdefault(pair, set()).add(i)
-    heap = [(-count, pair) for pair, count in pairs.items()]
-    heapq.heapify(heap)
-    merges: list[list[str]] = []
-    new: list[str] = []
-    while len(merges) < n and heap:
-        negative, best = heapq.heappop(heap)
-        if pairs.get(best) != -negative:
-            continue  # stale: the pair's count changed since this entry was pushed
-        token = best[0] + best[1].removeprefix(prefix)
-        merges.append(list(best))
-        new.append(token)
-        changed: set[tuple[str, str]] = set()
-        for i in sorted(where.pop(best)):
-            old = symbols[i]
-            merged, removed, added = _merge(old, best, token)
-            for k in removed:
-                pairs[old[k], old[k + 1]] -= counts[i]
-                changed.add((old[k], old[k + 1]))
-            for k in added:
-                pair = (merged[k], merged[k + 1])
-                pairs[pair] += counts[i]
-                changed.add(pair)
-                where.setdefault(pair, set()).add(i)
-            symbols[i] = merged
-        for pair in changed:
-            if pairs[pair] > 0:
-                heapq.heappush(heap, (-pairs[pair], pair))
-            else:
-                del pairs[pair]
-    return merges, new
-
-
-def _merge(
-    symbols: list[str], pair: tuple[str, str], new: str
-) -> tuple[list[str], set[int], set[int]]:
-    """`symbols` with `pair` merged left to right, the positions of the pairs that went (in
-    `symbols`) and of those that came (in the result): the pairs that touch a merge."""
-    first, second = pair
-    out: list[str] = []
-    removed: set[int] = set()
-    added: set[int] = set()
-    i = 0
-    while True:
-        try:
-            j = symbols.index(first, i)
-        except ValueError:
-            break
-        if j + 1 < len(symbols) and symbols[j + 1] == second:
-            out += symbols[i:j]
-            removed |= {k for k in (j - 1, j, j + 1) if 0 <= k < len(symbols) - 1}
-            added.add(len(out))
-            out.append(new)
-            i = j + 2
-        else:
-            out += symbols[i : j + 1]
-            i = j + 1
-    out += symbols[i:]
-    added = {k for q in added for k in (q - 1, q) if 0 <= k < len(out) - 1}
-    return out, removed, added
 
 
 def append_model_tokens(tj: dict, tokens: list[str]) -> dict:
