@@ -6,9 +6,11 @@ vocab files are LFS-only, or a bare transformers model_type), or on request (met
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
-from collections.abc import Sequence
+import os
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from tinykit.errors import UnsupportedModelError
@@ -46,6 +48,7 @@ FALLBACK_CLASSES = (
     ("merges.txt", "GPT2Tokenizer"),
 )
 _GENERIC = {None, "TokenizersBackend", "PreTrainedTokenizerFast"}
+_PARALLELISM = "TOKENIZERS_PARALLELISM"
 
 
 @dataclass(frozen=True)
@@ -279,7 +282,10 @@ def _train(tok, vocab: int, extra_corpus) -> dict:
     model = tok.backend_tokenizer.model  # read as it is: its JSON would be written in full
     needs_bytes = type(model).__name__ == "BPE" and model.byte_fallback
     budget = vocab - (len(BYTE_FALLBACK_PIECES) if needs_bytes else 0)
-    trained = tok.train_new_from_iterator(corpus, vocab_size=max(budget, 32), show_progress=False)
+    with _serial_trainer():
+        trained = tok.train_new_from_iterator(
+            corpus, vocab_size=max(budget, 32), show_progress=False
+        )
     tj = json.loads(trained.backend_tokenizer.to_str())
     tj = canonical(tj, trained.backend_tokenizer, corpus)
     if needs_bytes:
@@ -287,6 +293,22 @@ def _train(tok, vocab: int, extra_corpus) -> dict:
             tj, [p for p in BYTE_FALLBACK_PIECES if p not in tj["model"]["vocab"]]
         )
     return tj
+
+
+@contextlib.contextmanager
+def _serial_trainer() -> Iterator[None]:
+    """tokenizers' trainers on one thread (its switch is this variable, read per call): on a
+    corpus this small, handing work to its thread pool takes longer than the work, half the
+    training time. The result is the same: `canonical` relearns what thread order could change."""
+    before = os.environ.get(_PARALLELISM)
+    os.environ[_PARALLELISM] = "false"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(_PARALLELISM, None)
+        else:
+            os.environ[_PARALLELISM] = before
 
 
 def append_model_tokens(tj: dict, tokens: list[str]) -> dict:
