@@ -114,6 +114,7 @@ def candidates(model_type: str | None, family: Family | None = None) -> list[str
     return list(dict.fromkeys(found))
 
 
+@functools.cache  # a fact of the installed transformers: asked once per process
 def _trainable(name: str) -> bool:
     """A class tinykit can train from nothing: a tokenizers-backed class that builds without
     vocabulary files. Python-only classes (vocab_file required, extra packages) are not."""
@@ -134,6 +135,7 @@ def _is_text_tower(model_type: str) -> bool:
 MEDIA_ARGUMENTS = ("pixel_values", "input_values", "input_features")
 
 
+@functools.cache
 def _reads_text(model_type: str) -> bool:
     """A base model whose forward reads token ids: as its main input (EmbeddingGemma 2, which
     embeds images and audio too), or beside no pixels or audio (a text tower that no composite
@@ -153,6 +155,7 @@ def _reads_text(model_type: str) -> bool:
     return "input_ids" in params and (main or not any(a in params for a in MEDIA_ARGUMENTS))
 
 
+@functools.cache
 def _text_tower_type(model_type: str) -> str | None:
     """The model_type of the text sub-config of a composite default (a dual encoder's BERT,
     SAM 3 Lite's text encoder), when it has a vocabulary; None for a text-less type."""
@@ -167,7 +170,8 @@ def _text_tower_type(model_type: str) -> str | None:
     return tower if found else None
 
 
-def _text_model_types() -> set[str]:
+@functools.cache
+def _text_model_types() -> frozenset[str]:
     from transformers.models.auto import modeling_auto
 
     kinds = (
@@ -191,7 +195,7 @@ def _text_model_types() -> set[str]:
     found: set[str] = set()
     for kind in kinds:
         found |= set(getattr(modeling_auto, f"MODEL_FOR_{kind}_MAPPING_NAMES", {}))
-    return found
+    return frozenset(found)
 
 
 def tokenizer_class(name: str):
