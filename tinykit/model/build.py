@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
 
+from tinykit._devices import tiny_threads
 from tinykit._files import FolderResult, check_target, output_errors, output_path, replace_folder
 from tinykit._progress import stage
 from tinykit.errors import TinyArtifactInvalid, UnsupportedModelError, UsageError
@@ -180,7 +181,7 @@ def make_tiny(
     if display_source is not None:
         src = dataclasses.replace(src, name=str(display_source))
     target = output_path(out, f"tiny-{src.short_name}")
-    with output_errors(target), replace_folder(target, force=force) as staging:
+    with output_errors(target), replace_folder(target, force=force) as staging, tiny_threads():
         built = _build_into(staging, src, shrink, recipes, trust_remote_code, choices)
         provenance.write(staging, src, shrink, built, recipes)
         if check:  # a model that does not run (or is not tiny) is never written
