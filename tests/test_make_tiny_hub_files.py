@@ -172,6 +172,17 @@ def test_the_build_check_runs_the_built_model_and_the_files_decide(tmp_path):
     assert not report.ok and "do not match config.json" in report.problems[0]
 
 
+def test_a_bfloat16_speech_model_is_checked_on_features_of_its_dtype(tmp_path):
+    """The check's sample inputs are cast to the model's dtype: float32 log-mel features met a
+    bfloat16 Whisper's conv bias and failed the build."""
+    import torch
+    import transformers
+
+    out = make_tiny(HUB_FILES / "openai/whisper-base", tmp_path / "w", dtype="bfloat16")
+    model = transformers.WhisperForConditionalGeneration.from_pretrained(out.path)
+    assert model.dtype == torch.bfloat16
+
+
 def test_faithful_mode_keeps_the_real_tokenizer_and_chat_template(tmp_path):
     import transformers
 

@@ -100,7 +100,8 @@ def _checks(model: Any, folder: ModelFolder, report: VerifyReport) -> VerifyRepo
     report.block_types = block_types(model)
     _size(model, folder.path, report)
     try:
-        made = make_inputs(model, labels=True)
+        # floating inputs in the model's dtype: a bfloat16 build's audio features too (Whisper's)
+        made = make_inputs(model, labels=True).to(model.device, model.dtype)
     except Exception as e:  # a vision tower that fails on sample pixels is a finding too
         report.problems.append(f"sample inputs cannot be made: {one_line(e)}")
         return report
