@@ -9,6 +9,8 @@ the file where they already have the canonical form. A file where they do not (i
 added tokens tokenizers would renumber, a merge it would not read) takes the full round trip,
 which also names what is wrong with a broken file.
 
+A Unigram vocabulary is read the same way, its scores as tokenizers reads them (`_serde_float`).
+
 A vocab.json + merges.txt folder is read the same way: its class is built with an empty
 vocabulary (pipeline, model options and added tokens as the class makes them) and the
 vocabulary and merges come from the files, where that gives the document the full read would.
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import gc
 import json
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from itertools import chain, repeat
@@ -56,19 +59,22 @@ def _no_collection() -> Iterator[None]:
 
 def _quick(data: bytes) -> dict | None:
     """The canonical document, or None where the file's own parts are not already canonical."""
-    try:
-        doc = json.loads(data)
+    try:  # floats as tokenizers reads them; NaN and Infinity it does not read at all
+        doc = json.loads(data, parse_float=_serde_float, parse_constant=_not_json)
     except ValueError:
         return None
     model = doc.get("model") if isinstance(doc, dict) else None
     if not isinstance(model, dict):
         return None
-    ids = _vocab(model)
+    unigram = _unigram(model)
+    ids = unigram[0] if unigram is not None else _vocab(model)
     merges = _merges(model.get("merges"), ids) if "merges" in model else []
     added = _added(doc.get("added_tokens", []), ids)
     if ids is None or merges is None or added is None:
         return None
-    skeleton = {**model, "vocab": {}, **({"merges": []} if "merges" in model else {})}
+    # the pipeline built over an empty vocabulary (Unigram's keeps its pieces up to unk_id)
+    empty = unigram[1] if unigram is not None else {}
+    skeleton = {**model, "vocab": empty, **({"merges": []} if "merges" in model else {})}
     from tokenizers import Tokenizer
 
     try:
@@ -167,24 +173,90 @@ def _renumbered(added: list[dict], vocab: dict[str, int]) -> list[dict] | None:
 
 def _vocab(model: dict) -> dict[str, int] | None:
     """token -> id of a BPE, WordPiece or WordLevel vocabulary whose ids tokenizers keeps as
-    they are (dense, unique); None otherwise. Unigram vocabularies take the full round trip:
-    tokenizers re-reads their scores a bit off, and the document must carry its values."""
+    they are (dense, unique); None otherwise. Checked with set and map: 150k entries."""
     vocab = model.get("vocab")
-    if not isinstance(vocab, dict):
+    if not isinstance(vocab, dict) or not set(map(type, vocab.values())) <= {int}:
         return None
-    values = set(vocab.values())
-    dense = all(type(i) is int for i in values) and values == set(range(len(vocab)))
-    return vocab if dense else None
+    size = len(vocab)
+    if list(vocab.values()) == list(range(size)):  # the usual file: in id order
+        return vocab
+    return vocab if set(vocab.values()) == set(range(size)) else None
+
+
+def _unigram(model: dict) -> tuple[dict[str, int], list] | None:
+    """A Unigram vocabulary's piece -> id, and its pieces up to unk_id (tokenizers builds no
+    Unigram without its unknown piece); None for anything but distinct pieces with float
+    scores and an unk_id among them."""
+    vocab, unk = model.get("vocab"), model.get("unk_id")
+    if model.get("type", "Unigram") != "Unigram" or not isinstance(vocab, list):
+        return None
+    if not set(map(type, vocab)) <= {list} or not set(map(len, vocab)) <= {2}:
+        return None
+    pieces = list(map(itemgetter(0), vocab))
+    scores = map(itemgetter(1), vocab)
+    if not set(map(type, pieces)) <= {str} or not set(map(type, scores)) <= {float}:
+        return None  # an integer score: tokenizers writes it as a float, -0 included
+    ids = {piece: i for i, piece in enumerate(pieces)}
+    if len(ids) != len(vocab) or not (unk is None or (type(unk) is int and 0 <= unk < len(ids))):
+        return None
+    return ids, vocab[: 0 if unk is None else unk + 1]
+
+
+# serde_json, as tokenizers builds it (without float_roundtrip), reads a number's digits as
+# one integer, rounds that to f64 once, then multiplies or divides by one power of ten: a
+# 17-digit score (an f32 printed as f64) can land one ulp away from Python's correctly
+# rounded float. Its table of powers holds the correctly rounded 1e0 .. 1e308.
+_POW10 = tuple(float(f"1e{k}") for k in range(309))
+_NUMBER = re.compile(r"-?(\d+)(?:\.(\d+))?(?:[eE]([-+]?\d+))?")
+
+
+def _serde_float(text: str) -> float:
+    """The f64 tokenizers reads from the JSON number `text`; ValueError where serde_json takes
+    another path (more than 19 digits, an exponent past 1e308) and the full read must decide."""
+    if len(text) <= 16 and "e" not in text and "E" not in text:
+        return float(text)  # <= 15 digits, <= 15 decimals: one exact operation, as Python's
+    if "e" in text or "E" in text:
+        found = _NUMBER.fullmatch(text)
+        if found is None:
+            raise ValueError(text)
+        whole, fraction, exponent = found.groups(default="")
+    else:  # the usual score: "-7.2543206214904785"
+        (whole, _, fraction), exponent = text.lstrip("-").partition("."), ""
+    significand = int(whole + fraction)
+    scale = int(exponent or 0) - len(fraction)
+    if significand >= 10**19 or abs(scale) > 308:
+        raise ValueError(text)
+    value = (
+        float(significand) * _POW10[scale] if scale >= 0 else float(significand) / _POW10[-scale]
+    )
+    if value == float("inf"):
+        raise ValueError(text)
+    return -value if text.startswith("-") else value
+
+
+def _not_json(text: str) -> float:
+    raise ValueError(text)
 
 
 def _merges(merges: Any, vocab: dict[str, int] | None) -> list[list[str]] | None:
     """Merges as the pairs tokenizers writes ("a b" strings are the older spelling), where
-    tokenizers reads each one (both parts in the vocabulary)."""
+    tokenizers reads each one (both parts in the vocabulary). Checked with set and map."""
     if vocab is None or not isinstance(merges, list):
         return None
-    pairs = [m.split(" ") if isinstance(m, str) else m for m in merges]
-    if all(type(p) is list and len(p) == 2 and p[0] in vocab and p[1] in vocab for p in pairs):
-        return pairs
+    kinds = set(map(type, merges))
+    if kinds <= {list}:
+        pairs = merges
+    elif kinds <= {str}:
+        pairs = list(map(str.split, merges, repeat(" ")))
+    elif kinds <= {list, str}:
+        pairs = [m.split(" ") if isinstance(m, str) else m for m in merges]
+    else:
+        return None
+    try:
+        if set(map(len, pairs)) <= {2} and vocab.keys() >= set(chain.from_iterable(pairs)):
+            return pairs
+    except TypeError:  # a part that is not a string: the full read says what is wrong
+        pass
     return None
 
 

@@ -98,9 +98,11 @@ def _config_added_tokens(folder: Path | None, config: dict) -> list[dict]:
 
 def _merge_added(tj: dict, entries: list[dict]) -> dict:
     """Add config-declared tokens missing from tokenizer.json, at their declared ids when free."""
+    have = {a["content"] for a in tj.get("added_tokens", [])}
+    if all(e["content"] in have for e in entries):  # the usual case: no 150k-token pass
+        return tj
     vocab = {tok: i for i, tok in enumerate(tjson.model_vocab(tj))}
     taken = {a["id"] for a in tj.get("added_tokens", [])} | set(vocab.values())
-    have = {a["content"] for a in tj.get("added_tokens", [])}
     for e in entries:
         if e["content"] in have:
             continue
