@@ -186,17 +186,25 @@ def test_vocab_files_read_as_their_class_builds_them(tmp_path, repo, cls, quick)
     from tinykit.tokenizer.canonical import read_vocab_merges
     from tinykit.tokenizer.train import tokenizer_class
 
+    from tokenizers import Tokenizer
+
     folder = _vocab_files(tmp_path, repo)
     klass = tokenizer_class(cls)
     read = read_vocab_merges(folder, klass)
     assert (read is not None) == quick
-    if quick:
-        assert read == json.loads(klass.from_pretrained(folder).backend_tokenizer.to_str())
+    if quick:  # merges in merges.txt's "a b" spelling: the same tokenizer, written alike
+        full = klass.from_pretrained(folder).backend_tokenizer.to_str()
+        assert Tokenizer.from_str(json.dumps(read)).to_str() == full
+        assert {**read, "model": {**read["model"], "merges": []}} == {
+            **json.loads(full),
+            "model": {**json.loads(full)["model"], "merges": []},
+        }
 
 
 def test_vocab_files_tokenizers_would_not_read_so_take_the_full_read(tmp_path):
     """A merge with a part outside the vocabulary, a line that is not a pair, or a vocab with a
-    hole is left to the class's own read (which says what is wrong)."""
+    hole is left to the class's own read (which says what is wrong); a read for a shrink looks
+    a merge's parts up only where the shrink keeps it."""
     from transformers import GPT2Tokenizer
 
     from tinykit.tokenizer.canonical import read_vocab_merges
@@ -206,8 +214,34 @@ def test_vocab_files_tokenizers_would_not_read_so_take_the_full_read(tmp_path):
     for bad in ("Ġ he_missing\n", "Ġ t he\n", "Ġt\n", "#version: 0.2\n"):
         (folder / "merges.txt").write_text(merges + bad, encoding="utf-8")
         assert read_vocab_merges(folder, GPT2Tokenizer) is None
+        shrink = read_vocab_merges(folder, GPT2Tokenizer, whole=False)
+        assert (shrink is not None) == (bad == "Ġ he_missing\n")
     (folder / "merges.txt").write_text(merges, encoding="utf-8")
     vocab = json.loads((folder / "vocab.json").read_text(encoding="utf-8"))
     vocab["<hole>"] = len(vocab) + 5
     (folder / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
     assert read_vocab_merges(folder, GPT2Tokenizer) is None
+
+
+def test_a_damaged_merges_file_is_a_usage_error_where_its_merges_are_all_kept(tmp_path):
+    """A merges.txt line naming a token its vocab.json lacks: faithful mode, which keeps every
+    merge, stops with one line naming the folder; a tiny build keeps only merges of its own
+    tokens, and those are intact."""
+    import transformers
+
+    import tinykit
+    from tinykit.errors import UsageError
+
+    source = tmp_path / "src"
+    source.mkdir()
+    for path in hub("Qwen/Qwen2.5-VL-7B-Instruct").iterdir():
+        (source / path.name).write_bytes(path.read_bytes())
+    lines = (source / "merges.txt").read_text(encoding="utf-8").split("\n")
+    lines[90_000] = "zzq qqz"
+    (source / "merges.txt").write_text("\n".join(lines), encoding="utf-8")
+    with pytest.raises(UsageError, match=r"src: its vocab files do not load with Qwen2Tokenizer"):
+        tinykit.make_tiny(source, tmp_path / "faithful", mode="faithful")
+    assert not (tmp_path / "faithful").exists()
+    tiny = tinykit.make_tiny(source, tmp_path / "tiny")
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tiny.path)
+    assert tokenizer.decode(tokenizer("zzq qqz")["input_ids"]) == "zzq qqz"

@@ -51,7 +51,8 @@ def from_dict(cls: Any, data: dict[str, Any]) -> Any:
     build). A class with its own from_dict (Gemma 3n's, TimmWrapper's) keeps it."""
     from transformers import PretrainedConfig
 
-    if getattr(cls.from_dict, "__func__", None) is PretrainedConfig.from_dict.__func__:
+    inherited = getattr(PretrainedConfig.from_dict, "__func__", None)
+    if getattr(cls.from_dict, "__func__", None) is inherited:
         return cls(**data)
     return cls.from_dict(data)
 

@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from itertools import chain, repeat
-from operator import eq, itemgetter
+from operator import contains, eq, itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -89,24 +89,27 @@ def _quick(data: bytes) -> dict | None:
     return canonical
 
 
-def read_vocab_merges(folder: Path, cls: Any) -> dict | None:
+def read_vocab_merges(folder: Path, cls: Any, *, whole: bool = True) -> dict | None:
     """The document `cls.from_pretrained(folder)` gives for a vocab.json + merges.txt folder,
     without building its BPE; None where the quick read might differ (the caller then takes the
-    full one): ids with holes, a merge tokenizers would not read, a post-processor that names
-    token ids, added tokens tokenizers would number otherwise."""
+    full one): ids with holes, a merge line tokenizers would not read, a post-processor that
+    names token ids, added tokens tokenizers would number otherwise. Its merges keep merges.txt's
+    `"a b"` spelling, which tokenizer.json takes too (splitting 150k lines into pairs cost more
+    than the rest of the read). `whole=False`, for a shrink: a merge's parts are looked up in the
+    vocabulary only where the shrink keeps the merge (a damaged line it drops is no error)."""
     with _no_collection():
-        return _quick_vocab_files(folder, cls)
+        return _quick_vocab_files(folder, cls, whole)
 
 
-def _quick_vocab_files(folder: Path, cls: Any) -> dict | None:
+def _quick_vocab_files(folder: Path, cls: Any, whole: bool) -> dict | None:
     try:
         vocab = json.loads((folder / "vocab.json").read_bytes())
         text = (folder / "merges.txt").read_text(encoding="utf-8")
     except (OSError, ValueError):
         return None
     ids = _vocab({"vocab": vocab})
-    merges = _merge_pairs(text, ids)
-    if ids is None or merges is None:
+    merges = _merge_lines(text)
+    if ids is None or merges is None or (whole and not _in_vocab(merges, ids)):
         return None
     try:  # the class's own pipeline and added tokens, its model built empty
         empty = cls.from_pretrained(folder, vocab={}, merges=[])
@@ -126,12 +129,11 @@ def _quick_vocab_files(folder: Path, cls: Any) -> dict | None:
     return doc
 
 
-def _merge_pairs(text: str, vocab: dict[str, int] | None) -> list[list[str]] | None:
-    """merges.txt's merges as the pairs tokenizers reads ("a b" lines after a "#version"
-    header, both parts in the vocabulary); None for anything else: carriage returns, a header
-    further down, a line that is not a pair (the full read decides). Checked with set and map
-    rather than a loop: there are 150k of them."""
-    if vocab is None or "\r" in text:
+def _merge_lines(text: str) -> list[str] | None:
+    """merges.txt's merges ("a b" lines after a "#version" header); None for anything else:
+    carriage returns, a header further down, a line that is not two parts around one space
+    (the full read decides). Checked with counts and maps rather than a loop: there are 150k."""
+    if "\r" in text:
         return None
     if text.startswith("#version"):
         text = text.partition("\n")[2]
@@ -140,10 +142,16 @@ def _merge_pairs(text: str, vocab: dict[str, int] | None) -> list[list[str]] | N
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
-    pairs = list(map(str.split, lines, repeat(" ")))
-    if not set(map(len, pairs)) <= {2} or not vocab.keys() >= set(chain.from_iterable(pairs)):
+    # a space on every line and as many spaces as lines: exactly one each
+    if text.count(" ") != len(lines) or not all(map(contains, lines, repeat(" "))):
         return None
-    return pairs
+    return lines
+
+
+def _in_vocab(lines: list[str], vocab: dict[str, int]) -> bool:
+    """Whether both parts of every `"a b"` merge are tokens of `vocab`."""
+    parts = list(map(str.partition, lines, repeat(" ")))
+    return vocab.keys() >= set(map(itemgetter(0), parts)) | set(map(itemgetter(2), parts))
 
 
 def _names_ids(part: Any) -> bool:

@@ -272,6 +272,8 @@ def _kept_merges(merges: list, kept: set[str]) -> list[list[str]]:
     """Merges whose two parts and result are all kept; accepts `"a b"` and `["a", "b"]` forms."""
     if set(map(type, merges)) <= {list}:  # as tokenizers writes them: no split to do
         return [[a, b] for a, b in merges if a in kept and b in kept and a + b in kept]
+    if set(map(type, merges)) <= {str}:  # merges.txt's lines: the result looked up first
+        merges = [m for m in merges if m.replace(" ", "", 1) in kept]
     pairs = (merge.split(" ", 1) if isinstance(merge, str) else merge for merge in merges)
     return [[a, b] for a, b in pairs if a in kept and b in kept and a + b in kept]
 
