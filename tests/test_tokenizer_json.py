@@ -183,10 +183,10 @@ def _vocab_files(tmp_path, repo):
 def test_vocab_files_read_as_their_class_builds_them(tmp_path, repo, cls, quick):
     """vocab.json + merges.txt read without building the BPE give the document the class gives
     (pipeline, options, added tokens and their ids); a post-processor naming ids is not read so."""
+    from tokenizers import Tokenizer
+
     from tinykit.tokenizer.canonical import read_vocab_merges
     from tinykit.tokenizer.train import tokenizer_class
-
-    from tokenizers import Tokenizer
 
     folder = _vocab_files(tmp_path, repo)
     klass = tokenizer_class(cls)
@@ -245,3 +245,23 @@ def test_a_damaged_merges_file_is_a_usage_error_where_its_merges_are_all_kept(tm
     tiny = tinykit.make_tiny(source, tmp_path / "tiny")
     tokenizer = transformers.AutoTokenizer.from_pretrained(tiny.path)
     assert tokenizer.decode(tokenizer("zzq qqz")["input_ids"]) == "zzq qqz"
+
+
+@given(
+    pairs=st.lists(
+        st.tuples(st.text("ab Ġ", min_size=1, max_size=3), st.text("ab Ġ", min_size=1, max_size=3)),
+        max_size=40,
+    ),
+    kept=st.sets(st.text("ab Ġ", min_size=1, max_size=5), max_size=30),
+)
+def test_merges_kept_alike_from_lines_and_pairs(pairs, kept):
+    """A shrink keeps the same merges, in order, from merges.txt's "a b" lines (looked up whole,
+    read as tokenizers reads them: split at the first space) as from those lines split: the
+    merges whose parts and result it keeps."""
+    from tinykit.tokenizer.edit import _kept_merges
+
+    kept |= {t for a, b in pairs[::3] for t in (a, b, a + b)}  # some merges kept whole
+    lines = [f"{a} {b}" for a, b in pairs]
+    split = [line.split(" ", 1) for line in lines]
+    expected = [[a, b] for a, b in split if a in kept and b in kept and a + b in kept]
+    assert _kept_merges(lines, kept) == _kept_merges(split, kept) == expected

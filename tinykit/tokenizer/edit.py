@@ -272,10 +272,18 @@ def _kept_merges(merges: list, kept: set[str]) -> list[list[str]]:
     """Merges whose two parts and result are all kept; accepts `"a b"` and `["a", "b"]` forms."""
     if set(map(type, merges)) <= {list}:  # as tokenizers writes them: no split to do
         return [[a, b] for a, b in merges if a in kept and b in kept and a + b in kept]
-    if set(map(type, merges)) <= {str}:  # merges.txt's lines: the result looked up first
-        merges = [m for m in merges if m.replace(" ", "", 1) in kept]
+    if set(map(type, merges)) <= {str}:  # merges.txt's lines: matched whole, none split
+        lines = _lines_making(kept)
+        merges = [m for m in merges if m in lines]
     pairs = (merge.split(" ", 1) if isinstance(merge, str) else merge for merge in merges)
     return [[a, b] for a, b in pairs if a in kept and b in kept and a + b in kept]
+
+
+def _lines_making(kept: set[str]) -> set[str]:
+    """Every `"a b"` merge line that makes a kept token of two kept ones. A thousand kept tokens
+    give a few thousand lines, so the 150k lines of a real merges.txt are looked up, not split
+    (only the lines found are split, and checked, as tokenizers reads them)."""
+    return {f"{t[:k]} {t[k:]}" for t in kept for k in range(1, len(t)) if {t[:k], t[k:]} <= kept}
 
 
 def _remap_processor(proc: dict | None, ids: dict[str, int]) -> dict | None:
