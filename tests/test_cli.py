@@ -151,12 +151,14 @@ def test_a_missing_dependency_is_a_setup_error_exit_3_not_a_bug():
     assert "this is a tinykit bug" not in done.stderr
 
 
-@pytest.mark.parametrize("how", ["--debug", "TINYKIT_DEBUG=1"])
+@pytest.mark.parametrize("how", ["--debug", "--debug last", "TINYKIT_DEBUG=1"])
 def test_debug_adds_the_traceback_of_a_bug(monkeypatch, capsys, how, tmp_path):
     monkeypatch.setattr("tinykit.model.verify.verify", _crash)
     monkeypatch.delenv("TINYKIT_DEBUG", raising=False)
     if how == "--debug":
         argv = ["--debug", "verify", str(tmp_path)]
+    elif how == "--debug last":  # where a user adds it after reading "rerun with --debug"
+        argv = ["verify", str(tmp_path), "--debug"]
     else:
         monkeypatch.setenv("TINYKIT_DEBUG", "1")
         argv = ["verify", str(tmp_path)]

@@ -92,3 +92,31 @@ def test_no_nvidia_smi_means_no_gpus(tmp_path, monkeypatch):
         pytest.skip("devices come from NVML or torch here")
     monkeypatch.setenv("PATH", str(tmp_path))  # an empty folder: no nvidia-smi
     assert _devices.physical_gpus() == []
+
+
+def test_make_tiny_runs_on_one_thread_and_gives_the_callers_count_back(tmp_path):
+    """Tiny tensors on one intra-op thread (threads waiting on each other stall on a busy box);
+    the caller's count returns after the build, and after a build that fails."""
+    from tinykit import make_tiny
+    from tinykit.errors import UsageError
+    from tinykit.model import verify
+
+    seen = []
+    real = verify.verify_built
+
+    def spy(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return real(*args, **kwargs)
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(3)
+    try:
+        verify.verify_built = spy
+        make_tiny("llama", tmp_path / "ok")
+        assert seen == [1] and torch.get_num_threads() == 3
+        with pytest.raises(UsageError, match="BertModel"):  # refused inside the build
+            make_tiny("llama", tmp_path / "bad", model_class="BertModel")
+        assert torch.get_num_threads() == 3
+    finally:
+        verify.verify_built = real
+        torch.set_num_threads(before)

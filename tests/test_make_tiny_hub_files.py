@@ -150,6 +150,39 @@ def test_a_vision_tower_failing_on_sample_pixels_is_a_finding_not_a_traceback(tm
     assert not report.ok and report.problems[-1].startswith("sample inputs cannot be made")
 
 
+def test_the_build_check_runs_the_built_model_and_the_files_decide(tmp_path):
+    """make_tiny's check runs the model it built and loads the saved folder once (the reload).
+    Where the model in memory is not what the files load (a bfloat16 build's rotary table is
+    cast in memory, recomputed in float32 on load), the folder is checked as loaded, and files
+    that do not load fail either way."""
+    import torch
+
+    from tinykit.model.load import load_model
+    from tinykit.model.verify import verify_built
+
+    source = HUB_FILES / "meta-llama/Llama-3.2-1B-Instruct"
+    out = make_tiny(source, tmp_path / "bf16", dtype="bfloat16")
+    model = load_model(out.path)
+    assert model.dtype == torch.bfloat16
+    assert verify_built(out.path, model.to(torch.bfloat16)).ok  # its table cast, as built
+
+    config = json.loads((out.path / "config.json").read_text())
+    (out.path / "config.json").write_text(json.dumps({**config, "intermediate_size": 96}))
+    report = verify_built(out.path, model)
+    assert not report.ok and "do not match config.json" in report.problems[0]
+
+
+def test_a_bfloat16_speech_model_is_checked_on_features_of_its_dtype(tmp_path):
+    """The check's sample inputs are cast to the model's dtype: float32 log-mel features met a
+    bfloat16 Whisper's conv bias and failed the build."""
+    import torch
+    import transformers
+
+    out = make_tiny(HUB_FILES / "openai/whisper-base", tmp_path / "w", dtype="bfloat16")
+    model = transformers.WhisperForConditionalGeneration.from_pretrained(out.path)
+    assert model.dtype == torch.bfloat16
+
+
 def test_faithful_mode_keeps_the_real_tokenizer_and_chat_template(tmp_path):
     import transformers
 

@@ -15,6 +15,7 @@ import importlib.util
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 __all__ = [
@@ -29,12 +30,28 @@ __all__ = [
     "physical_gpus",
     "seed_backends",
     "select_device",
+    "tiny_threads",
 ]
 
 # torch device types beside "cpu", in the order select_device() prefers them. The out-of-tree
 # ones (npu: Ascend, mlu: Cambricon, musa: Moore Threads, hpu: Gaudi) appear as torch.<name>
 # once their plugin package is imported.
 ACCELERATORS = ("cuda", "xpu", "npu", "mlu", "musa", "hpu", "mps")
+
+
+@contextlib.contextmanager
+def tiny_threads() -> Iterator[None]:
+    """One intra-op CPU thread while tiny models are built and run: their tensors are too small
+    to split, and threads that wait on each other stall whenever another process holds a core
+    (a make_tiny on 2 busy cores took 2-3x as long with two). The caller's count comes back."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def _backend(torch: Any, name: str) -> Any:

@@ -108,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     # read before parsing, so that a command module failing to import is covered too
     debug = "--debug" in argv or bool(os.environ.get("TINYKIT_DEBUG"))
     try:
-        args = parse(argv)
+        # taken anywhere, as the error hints ask for it: after the command's own options too
+        args = parse(["--debug", *(a for a in argv if a != "--debug")] if debug else argv)
         from tinykit._progress import to_stderr
 
         to_stderr()  # stage lines of long commands on stderr; the result stays alone on stdout

@@ -13,7 +13,8 @@ class OneLineParser(argparse.ArgumentParser):
     """Usage errors in one line, like every other tinykit error (the usage is in --help)."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message}. See: {self.prog} --help\n")
+        end = "" if message.endswith((".", "?", "!")) else "."
+        self.exit(2, f"{self.prog}: error: {message}{end} See: {self.prog} --help\n")
 
 
 def count(low: int, high: int) -> Callable[[str], int]:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
 
+from tinykit._devices import tiny_threads
 from tinykit._files import FolderResult, check_target, output_errors, output_path, replace_folder
 from tinykit._progress import stage
 from tinykit.errors import TinyArtifactInvalid, UnsupportedModelError, UsageError
@@ -50,6 +51,8 @@ class Built:
     layers: dict[str, list[int]]
     options: dict[str, Any] = field(default_factory=dict)
     """The BuildChoices that differ from the defaults, and what they resolved to."""
+    model: Any = field(default=None, repr=False, compare=False)
+    """The model saved, which the check runs rather than loading it twice."""
 
 
 @dataclass(frozen=True)
@@ -178,11 +181,11 @@ def make_tiny(
     if display_source is not None:
         src = dataclasses.replace(src, name=str(display_source))
     target = output_path(out, f"tiny-{src.short_name}")
-    with output_errors(target), replace_folder(target, force=force) as staging:
+    with output_errors(target), replace_folder(target, force=force) as staging, tiny_threads():
         built = _build_into(staging, src, shrink, recipes, trust_remote_code, choices)
         provenance.write(staging, src, shrink, built, recipes)
         if check:  # a model that does not run (or is not tiny) is never written
-            _check(staging, src, trust_remote_code)
+            _check(staging, src, built.model, trust_remote_code)
     files = provenance.file_table(target)
     pushed = None
     if push_to_hub:
@@ -294,7 +297,7 @@ def _build_into(
     params = sum(p.numel() for p in model.parameters())
     layers = {path: list(plan.kept) for path, plan in shrunk.plans.items()}
     options = {**choices.changed(), **shipped.record}
-    return Built(type(model).__name__, params, layers, options)
+    return Built(type(model).__name__, params, layers, options, model)
 
 
 def _shrunk_config(
@@ -475,10 +478,10 @@ def _recipe_generation(model: Any, src: Source, recipes: tuple[str, ...]) -> Non
             model.generation_config._from_model_config = False
 
 
-def _check(tmp: Path, src: Source, trust_remote_code: bool) -> None:
-    from tinykit.model.verify import verify
+def _check(tmp: Path, src: Source, model: Any, trust_remote_code: bool) -> None:
+    from tinykit.model.verify import verify_built
 
-    report = verify(tmp, trust_remote_code=trust_remote_code)
+    report = verify_built(tmp, model, trust_remote_code=trust_remote_code)
     if not report.ok:
         tokenizer = all("tokenizer" in p for p in report.problems)
         fix = (

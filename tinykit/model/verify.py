@@ -63,6 +63,28 @@ def verify(
     A folder with its own model code (``auto_map`` and a model_type transformers lacks) loads
     only with ``trust_remote_code=True``; without it, an UnsupportedModelError says so before
     any of that code runs."""
+    folder, report = _open(path, trust_remote_code)
+    try:
+        model = folder.load()
+    except TinyArtifactInvalid as e:
+        report.problems.append(getattr(e, "problem", str(e)))
+        return _finish(report, raise_on_failure)
+    return _finish(_checks(model.eval(), folder, report), raise_on_failure)
+
+
+def verify_built(path: str | Path, model: Any, *, trust_remote_code: bool = False) -> VerifyReport:
+    """`verify` of a folder just saved from `model` (make_tiny's check before the folder is moved
+    into place), loading it once rather than twice: the model in memory is run, and the reload
+    must give its outputs. Where that finds a problem, the folder is verified as loaded, and
+    that report stands: a model cast after its init holds buffers that a load recomputes (a
+    bfloat16 build's rotary table, float32 when loaded), so only the files decide."""
+    folder, report = _open(path, trust_remote_code)
+    if _checks(model.eval(), folder, report).ok:
+        return report
+    return verify(path, trust_remote_code=trust_remote_code)
+
+
+def _open(path: str | Path, trust_remote_code: bool) -> tuple[ModelFolder, VerifyReport]:
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
@@ -70,26 +92,26 @@ def verify(
     report = VerifyReport(str(folder.path), model_class=folder.class_name)
     report.bytes = sum(p.stat().st_size for p in folder.path.iterdir() if p.is_file())
     stage(f"checks: loading {folder.path} with {report.model_class}")
-    try:
-        model = folder.load()
-    except TinyArtifactInvalid as e:
-        report.problems.append(getattr(e, "problem", str(e)))
-        return _finish(report, raise_on_failure)
+    return folder, report
+
+
+def _checks(model: Any, folder: ModelFolder, report: VerifyReport) -> VerifyReport:
     report.params = sum(p.numel() for p in model.parameters())
     report.block_types = block_types(model)
     _size(model, folder.path, report)
     try:
-        made = make_inputs(model, labels=True)
+        # floating inputs in the model's dtype: a bfloat16 build's audio features too (Whisper's)
+        made = make_inputs(model, labels=True).to(model.device, model.dtype)
     except Exception as e:  # a vision tower that fails on sample pixels is a finding too
         report.problems.append(f"sample inputs cannot be made: {one_line(e)}")
-        return _finish(report, raise_on_failure)
+        return report
     inputs = made.forward
     stage("checks: forward + backward, generate, reload, tokenizer")
     _train_step(model, inputs, made.labels, report)
     _generate(model, made, report)
     _reload(model, folder, inputs, report)
     _tokenizer(model, folder.path, inputs, report, bool(folder.own_code))
-    return _finish(report, raise_on_failure)
+    return report
 
 
 def _finish(report: VerifyReport, raise_on_failure: bool) -> VerifyReport:
@@ -296,13 +318,16 @@ def _reload(model: Any, folder: ModelFolder, inputs: dict, report: VerifyReport)
 
     model.eval()
     try:
-        again = folder.cls.from_pretrained(folder.path, **folder.load_options).eval()
+        again = folder.load().eval()
         with torch.no_grad():  # the same seed for both: ViT-MAE masks patches at random
             a = _first_tensor(_seeded(model, inputs))
             b = _first_tensor(_seeded(again, inputs))
         report.reload_equal = bool(torch.equal(a, b))
         # (inf equals itself: Grounding DINO's logits are -inf at masked positions by design)
         has_nan = a.is_floating_point() and bool(a.isnan().any())
+    except TinyArtifactInvalid as e:  # weights that do not load back
+        report.problems.append(getattr(e, "problem", str(e)))
+        return
     except Exception as e:  # reported, not raised
         report.problems.append(f"reload and forward failed: {one_line(e)}")
         return
@@ -332,11 +357,11 @@ def _tokenizer(model: Any, folder: Path, inputs: dict, report: VerifyReport, tru
                 "tokenizer files into it, or build it with make-tiny --tokenizer SOURCE"
             )
         return
-    report.tokenizer = check_tokenizer(folder, trust_remote_code=trust)
+    tok = AutoTokenizer.from_pretrained(folder, trust_remote_code=trust)
+    report.tokenizer = check_tokenizer(folder, trust_remote_code=trust, loaded=tok)
     report.problems += [f"tokenizer: {p}" for p in report.tokenizer.get("problems", [])]
     if "input_ids" not in inputs:
         return
-    tok = AutoTokenizer.from_pretrained(folder, trust_remote_code=trust)
     ids = encode(tok, PROBE, return_tensors="pt")["input_ids"]
     ids = ids[
         :, : getattr(model.config.get_text_config(decoder=True), "max_position_embeddings", None)

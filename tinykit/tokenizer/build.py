@@ -31,7 +31,7 @@ from tinykit.tokenizer.parts import (
     model_token_ids,
     read_json,
 )
-from tinykit.tokenizer.source import Source, has_tokenizer_files, read_source
+from tinykit.tokenizer.source import WHOLE, Source, has_tokenizer_files, read_source
 
 __all__ = [
     "TinyTokenizer",
@@ -167,7 +167,7 @@ def write_tokenizer(src: Path, out: Path, *, parts: Parts, model_type: str | Non
     tokenizer.json and tokenizer_config.json for a layout transformers cannot load as it is (a
     tiktoken rank file alone) or a composition. Returns its length; raises TinyArtifactInvalid
     when the result fails check_tokenizer."""
-    source = read_source(src, 10**7, model_type, "auto", parts)  # a limit above any real vocab
+    source = read_source(src, WHOLE, model_type, "auto", parts)
     _write(out, source, source.tj, parts)
     return _check(out)["vocab_size"]
 

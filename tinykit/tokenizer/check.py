@@ -40,12 +40,17 @@ def expected_round_trip(tj: dict, text: str) -> str:
 
 
 def check_tokenizer(
-    folder: Path, model_dir: Path | None = None, *, trust_remote_code: bool = False
+    folder: Path,
+    model_dir: Path | None = None,
+    *,
+    trust_remote_code: bool = False,
+    loaded: Any = None,
 ) -> dict:
     """Check the tokenizer in `folder` (and, with `model_dir`, a forward pass of that model).
 
     ``trust_remote_code``: the folder is a model's with its own code (``auto_map``), which the
-    caller was allowed to run; transformers reads that config to pick the tokenizer class."""
+    caller was allowed to run; transformers reads that config to pick the tokenizer class.
+    ``loaded``: the folder's tokenizer as the caller already loaded it (not loaded again)."""
     from transformers import AutoTokenizer
 
     from tinykit.tokenizer.source import has_tokenizer_files
@@ -58,7 +63,11 @@ def check_tokenizer(
             "Build one first: tinykit make-tiny-tokenizer SOURCE -o DIR."
         )
     problems: list[str] = []
-    tok = AutoTokenizer.from_pretrained(folder, trust_remote_code=trust_remote_code)
+    tok = (
+        loaded
+        if loaded is not None
+        else AutoTokenizer.from_pretrained(folder, trust_remote_code=trust_remote_code)
+    )
     tj = json.loads(tok.backend_tokenizer.to_str())
     size = len(tok)
     kind = tjson.tokenizer_kind(tj)

@@ -122,7 +122,7 @@ def unk_token(tj: dict) -> str | None:
     return model.get("unk_token")
 
 
-def _required_base(tj: dict, kind: str, vocab: set[str]) -> list[str]:
+def _required_base(tj: dict, kind: str, vocab: _Present) -> list[str]:
     unk = unk_token(tj)
     required: list[str] = [unk] if unk else []
     if kind == BYTE_LEVEL_BPE:
@@ -174,9 +174,8 @@ def choose_tokens(
     kept_contents = {a["content"] for a in kept_added}
     dropped = [a["content"] for a in added if a["content"] not in kept_contents]
 
-    base_ids = {tok: i for i, tok in enumerate(base)}
-    candidates = [t for t in base if t not in added_content]
-    present = set(candidates)
+    base_ids = _ids(tj, base)
+    present = _Present(base_ids, added_content)
     required = _required_base(tj, kind, present)
     slots = vocab - len(kept_added)
     if slots < len(required):
@@ -189,6 +188,7 @@ def choose_tokens(
             constraint=f">= {len(required) + len(kept_added)}",
         )
     chosen: dict[str, None] = {}
+    candidates = (t for t in base if t not in added_content)  # read only until the slots fill
     for tok in _ordered(required, _preferred_base(tj, kind), candidates, present):
         if len(chosen) >= slots:
             break
@@ -197,8 +197,26 @@ def choose_tokens(
     return kept, dropped
 
 
+class _Present:
+    """The base tokens that are not added tokens, without a 150k-entry set of them."""
+
+    def __init__(self, ids: dict[str, int], added: set[str]) -> None:
+        self.ids, self.added = ids, added
+
+    def __contains__(self, token: object) -> bool:
+        return token in self.ids and token not in self.added
+
+
+def _ids(tj: dict, base: list[str]) -> dict[str, int]:
+    """token -> position in `base`: the model's own vocab where it already is that."""
+    vocab = tj["model"]["vocab"]
+    if isinstance(vocab, dict) and list(vocab.values()) == list(range(len(vocab))):
+        return vocab
+    return {tok: i for i, tok in enumerate(base)}
+
+
 def _ordered(
-    required: list[str], preferred: list[str], by_id: list[str], present: set[str]
+    required: list[str], preferred: list[str], by_id: Iterable[str], present: _Present
 ) -> Iterable[str]:
     yield from required
     yield from (t for t in preferred if t in present)
@@ -252,8 +270,20 @@ def rebuild(tj: dict, kept_old_ids: list[int]) -> tuple[dict, dict[int, int]]:
 
 def _kept_merges(merges: list, kept: set[str]) -> list[list[str]]:
     """Merges whose two parts and result are all kept; accepts `"a b"` and `["a", "b"]` forms."""
+    if set(map(type, merges)) <= {list}:  # as tokenizers writes them: no split to do
+        return [[a, b] for a, b in merges if a in kept and b in kept and a + b in kept]
+    if set(map(type, merges)) <= {str}:  # merges.txt's lines: matched whole, none split
+        lines = _lines_making(kept)
+        merges = [m for m in merges if m in lines]
     pairs = (merge.split(" ", 1) if isinstance(merge, str) else merge for merge in merges)
     return [[a, b] for a, b in pairs if a in kept and b in kept and a + b in kept]
+
+
+def _lines_making(kept: set[str]) -> set[str]:
+    """Every `"a b"` merge line that makes a kept token of two kept ones. A thousand kept tokens
+    give a few thousand lines, so the 150k lines of a real merges.txt are looked up, not split
+    (only the lines found are split, and checked, as tokenizers reads them)."""
+    return {f"{t[:k]} {t[k:]}" for t in kept for k in range(1, len(t)) if {t[:k], t[k:]} <= kept}
 
 
 def _remap_processor(proc: dict | None, ids: dict[str, int]) -> dict | None:

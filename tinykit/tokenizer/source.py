@@ -33,6 +33,14 @@ from tinykit.tokenizer.parts import (
     token_text,
 )
 
+WHOLE = 10**7
+"""A vocab limit above any real vocabulary's: the whole tokenizer is read (every id kept)."""
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
 
 @dataclass
 class Source:
@@ -98,9 +106,11 @@ def _config_added_tokens(folder: Path | None, config: dict) -> list[dict]:
 
 def _merge_added(tj: dict, entries: list[dict]) -> dict:
     """Add config-declared tokens missing from tokenizer.json, at their declared ids when free."""
+    have = {a["content"] for a in tj.get("added_tokens", [])}
+    if all(e["content"] in have for e in entries):  # the usual case: no 150k-token pass
+        return tj
     vocab = {tok: i for i, tok in enumerate(tjson.model_vocab(tj))}
     taken = {a["id"] for a in tj.get("added_tokens", [])} | set(vocab.values())
-    have = {a["content"] for a in tj.get("added_tokens", [])}
     for e in entries:
         if e["content"] in have:
             continue
@@ -234,7 +244,7 @@ def _from_tokenizer_json(f: _Folder) -> Source | None:
     except Exception as e:  # tokenizers raises a bare Exception for a corrupt file
         raise UsageError(
             f"{f.path / 'tokenizer.json'} is not a tokenizer the tokenizers library reads: "
-            f"{str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}. "
+            f"{_first_line(e)}. "
             "Point at an intact tokenizer folder."
         ) from e
     # Llama-3 repos ship original/tokenizer.model (tiktoken) next to tokenizer.json
@@ -277,7 +287,7 @@ def _quick_vocab_merges(f: _Folder, fallback: str) -> dict | None:
         return None
     from tinykit.tokenizer.canonical import read_vocab_merges
 
-    return read_vocab_merges(f.path, _vocab_class(f, fallback))
+    return read_vocab_merges(f.path, _vocab_class(f, fallback), whole=f.vocab >= WHOLE)
 
 
 def _vocab_class(f: _Folder, fallback: str) -> Any:
@@ -299,7 +309,13 @@ def _fallback_class(folder: Path, sentencepiece: str | None) -> str | None:
 def _load_with_transformers(f: _Folder, fallback: str):
     """Load vocab.json+merges.txt, vocab.txt or SentencePiece sources (transformers converts)."""
     cls = _vocab_class(f, fallback)
-    tok = cls.from_pretrained(f.path)
+    try:
+        tok = cls.from_pretrained(f.path)
+    except Exception as e:  # tokenizers raises a bare Exception for a damaged file
+        raise UsageError(
+            f"{f.path}: its vocab files do not load with {cls.__name__}: {_first_line(e)}. "
+            "Point at an intact tokenizer folder, or pass --tokenizer SOURCE."
+        ) from e
     if len(tok) <= len(tok.all_special_tokens) + 3:
         # transformers 5 silently builds an empty tokenizer when it finds no usable file
         raise UsageError(
