@@ -246,14 +246,6 @@ def train_first(names: Sequence[str], vocab: int) -> Trained:
 def train_json(class_name: str, vocab: int) -> Trained:
     """A tokenizer trained from scratch as `class_name`, at most `vocab` ids; raises where its
     decode does not give back the probe text its kind promises to keep."""
-    text, name, roles = _trained(class_name, vocab)
-    return Trained(json.loads(text), name, dict(roles))
-
-
-@functools.lru_cache(maxsize=32)
-def _trained(class_name: str, vocab: int) -> tuple[str, str, tuple[tuple[str, str], ...]]:
-    """train_json's result as text, kept per process: the corpus is fixed and the result
-    canonical, so training again gives the same bytes (a warm process skips the trainer)."""
     from tokenizers import Tokenizer
 
     from tinykit.tokenizer.check import LOSSLESS_KINDS, PROBE, expected_round_trip
@@ -261,15 +253,15 @@ def _trained(class_name: str, vocab: int) -> tuple[str, str, tuple[tuple[str, st
     tok = tokenizer_class(class_name)()
     tj = _train(tok, vocab, ())
     kind = tokenizer_kind(tj)
-    text = json.dumps(tj)
     if kind in LOSSLESS_KINDS and not tj["model"].get("end_of_word_suffix"):
-        backend = Tokenizer.from_str(text)
+        backend = Tokenizer.from_str(json.dumps(tj))
         ids = backend.encode(PROBE, add_special_tokens=False).ids
         back = backend.decode(ids, skip_special_tokens=True)
         if back != expected_round_trip(tj, PROBE):
             raise ValueError(f"{class_name} does not decode its encoding of the probe losslessly")
-    roles = tuple((r, t) for r in ROLES if isinstance(t := getattr(tok, f"{r}_token", None), str))
-    return text, class_name if class_name not in _GENERIC else type(tok).__name__, roles
+    roles = {r: t for r in ROLES if isinstance(t := getattr(tok, f"{r}_token", None), str)}
+    name = class_name if class_name not in _GENERIC else type(tok).__name__
+    return Trained(tj, name, roles)
 
 
 def retrain_json(source_tokenizer, vocab: int) -> dict:
