@@ -277,3 +277,29 @@ def test_capture_without_output_prints_the_bundle(capsys, monkeypatch):
     out = capsys.readouterr().out
     assert SECRETS["HF_TOKEN"] not in out
     assert json.loads(out)["env"]["HF_TOKEN"] == REDACTED
+
+
+def test_a_package_version_is_read_as_installed_until_its_code_runs(tmp_path, monkeypatch):
+    """package_versions reads an installed distribution's metadata afresh until the package is
+    imported; from then on it reports the version whose code this process runs."""
+    from tinykit._versions import package_versions
+
+    name = "tinykit_probe_pkg"
+    info = tmp_path / f"{name}-1.0.dist-info"
+    info.mkdir()
+    (tmp_path / f"{name}.py").write_text("VALUE = 1\n")
+
+    def install(version: str) -> None:
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    install("1.0")
+    assert package_versions([name]) == {name: "1.0"}
+    install("2.0")  # upgraded before anything imported it: the new version
+    assert package_versions([name]) == {name: "2.0"}
+    monkeypatch.delitem(sys.modules, name, raising=False)
+    __import__(name)
+    assert package_versions([name]) == {name: "2.0"}
+    install("3.0")  # upgraded under running code: the version that runs
+    assert package_versions([name]) == {name: "2.0"}
+    assert package_versions(["no-such-package-tinykit"]) == {"no-such-package-tinykit": "absent"}
