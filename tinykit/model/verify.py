@@ -110,7 +110,7 @@ def _checks(model: Any, folder: ModelFolder, report: VerifyReport) -> VerifyRepo
     _train_step(model, inputs, made.labels, report)
     _generate(model, made, report)
     _reload(model, folder, inputs, report)
-    _tokenizer(model, folder.path, inputs, report, bool(folder.own_code))
+    _tokenizer(model, folder, inputs, report)
     return report
 
 
@@ -318,7 +318,8 @@ def _reload(model: Any, folder: ModelFolder, inputs: dict, report: VerifyReport)
 
     model.eval()
     try:
-        again = folder.load().eval()
+        # the config open_model_folder read from this folder: not read and built a second time
+        again = folder.load(config=folder.config).eval()
         with torch.no_grad():  # the same seed for both: ViT-MAE masks patches at random
             a = _first_tensor(_seeded(model, inputs))
             b = _first_tensor(_seeded(again, inputs))
@@ -337,7 +338,7 @@ def _reload(model: Any, folder: ModelFolder, inputs: dict, report: VerifyReport)
         report.problems.append("logits after reload differ from the saved model's")
 
 
-def _tokenizer(model: Any, folder: Path, inputs: dict, report: VerifyReport, trust: bool) -> None:
+def _tokenizer(model: Any, model_folder: ModelFolder, inputs: dict, report: VerifyReport) -> None:
     """Check the tokenizer shipped beside the model, then run the model on its encoding of the probe."""
     import torch
     from transformers import AutoTokenizer
@@ -345,6 +346,7 @@ def _tokenizer(model: Any, folder: Path, inputs: dict, report: VerifyReport, tru
     from tinykit.tokenizer.check import PROBE, check_tokenizer, encode
     from tinykit.tokenizer.source import has_tokenizer_files
 
+    folder, trust = model_folder.path, bool(model_folder.own_code)
     if not has_tokenizer_files(folder):
         vocab = getattr(model.config.get_text_config(decoder=True), "vocab_size", None)
         # BEiT's vocabulary is of visual tokens: only a model that reads token ids needs text
@@ -357,7 +359,7 @@ def _tokenizer(model: Any, folder: Path, inputs: dict, report: VerifyReport, tru
                 "tokenizer files into it, or build it with make-tiny --tokenizer SOURCE"
             )
         return
-    tok = AutoTokenizer.from_pretrained(folder, trust_remote_code=trust)
+    tok = AutoTokenizer.from_pretrained(folder, config=model_folder.config, trust_remote_code=trust)
     report.tokenizer = check_tokenizer(folder, trust_remote_code=trust, loaded=tok)
     report.problems += [f"tokenizer: {p}" for p in report.tokenizer.get("problems", [])]
     if "input_ids" not in inputs:
