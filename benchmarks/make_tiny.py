@@ -129,6 +129,8 @@ def main() -> None:
         f"naive {statistics.median(r[3] for r in rows if r[3]):,.0f} B"
     )
     print(f"median size ratio naive/tinykit: {statistics.median(ratios):.1f}x (goal >= 10x)")
+    if not cli:  # --cli-runs 0: the warm builds only
+        return
     print(
         f"whole CLI call `tinykit make-tiny <local folder>`: "
         f"{', '.join(f'{c:.2f}' for c in cli)} s (goal <= 5 s) | floor, "

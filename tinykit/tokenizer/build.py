@@ -120,7 +120,7 @@ def shrink_tokenizer(
         specials = {a["content"] for a in added if a.get("special")}
         if len(essential | specials) <= vocab // 2:
             essential |= specials
-        tj, old_to_new, dropped = tjson.shrink_json(tj, vocab, essential)
+        tj, old_to_new, dropped = tjson.shrink_json(tj, vocab, essential, base=vocab_before)
     else:
         tj = tjson.drop_precompiled_normalizer(source.tj)
         if tjson.vocab_size(tj) > vocab:

@@ -147,7 +147,12 @@ def _preferred_base(tj: dict, kind: str) -> list[str]:
 
 
 def choose_tokens(
-    tj: dict, vocab: int, essential: set[str], *, optional_share: float = 0.125
+    tj: dict,
+    vocab: int,
+    essential: set[str],
+    *,
+    optional_share: float = 0.125,
+    base: list[str] | None = None,
 ) -> tuple[list[int], list[str]]:
     """Pick the old ids to keep (sorted) and the added tokens dropped, for a `vocab`-sized result.
 
@@ -155,7 +160,7 @@ def choose_tokens(
     always kept; other added tokens fill at most `optional_share` of the vocab, in id order.
     """
     kind = tokenizer_kind(tj)
-    base = model_vocab(tj)
+    base = model_vocab(tj) if base is None else base
     added = sorted(tj.get("added_tokens", []), key=lambda a: a["id"])
     added_content = {a["content"] for a in added}
     must = [a for a in added if a["content"] in essential]
@@ -223,7 +228,9 @@ def _ordered(
     yield from by_id
 
 
-def rebuild(tj: dict, kept_old_ids: list[int]) -> tuple[dict, dict[int, int]]:
+def rebuild(
+    tj: dict, kept_old_ids: list[int], base: list[str] | None = None
+) -> tuple[dict, dict[int, int]]:
     """A copy of `tj` holding only `kept_old_ids`, renumbered 0..n-1 in old order.
 
     Returns the new document and the old -> new id map of every kept id.
@@ -231,7 +238,7 @@ def rebuild(tj: dict, kept_old_ids: list[int]) -> tuple[dict, dict[int, int]]:
     # deep-copy all but the model, whose big vocab and merges are rebuilt below anyway
     new = {k: json.loads(json.dumps(v)) for k, v in tj.items() if k != "model"}
     model = new["model"] = {**tj["model"], "type": model_type(tj["model"])}
-    base = model_vocab(tj)
+    base = model_vocab(tj) if base is None else base
     old_to_new = {old: i for i, old in enumerate(kept_old_ids)}
     by_content = {}
     for old, new_id in old_to_new.items():
@@ -270,9 +277,10 @@ def rebuild(tj: dict, kept_old_ids: list[int]) -> tuple[dict, dict[int, int]]:
 
 def _kept_merges(merges: list, kept: set[str]) -> list[list[str]]:
     """Merges whose two parts and result are all kept; accepts `"a b"` and `["a", "b"]` forms."""
-    if set(map(type, merges)) <= {list}:  # as tokenizers writes them: no split to do
+    kinds = set(map(type, merges))
+    if kinds <= {list}:  # as tokenizers writes them: no split to do
         return [[a, b] for a, b in merges if a in kept and b in kept and a + b in kept]
-    if set(map(type, merges)) <= {str}:  # merges.txt's lines: matched whole, none split
+    if kinds <= {str}:  # merges.txt's lines: matched whole, none split
         lines = _lines_making(kept)
         merges = [m for m in merges if m in lines]
     pairs = (merge.split(" ", 1) if isinstance(merge, str) else merge for merge in merges)
@@ -347,13 +355,15 @@ def drop_precompiled_normalizer(tj: dict) -> dict:
 
 
 def shrink_json(
-    tj: dict, vocab: int, essential: set[str]
+    tj: dict, vocab: int, essential: set[str], *, base: list[str] | None = None
 ) -> tuple[dict, dict[int, int], list[str]]:
-    """Shrink to at most `vocab` ids. Returns (document, old -> new ids, dropped added tokens)."""
+    """Shrink to at most `vocab` ids. Returns (document, old -> new ids, dropped added tokens).
+    `base`: `model_vocab(tj)` where the caller has it (150k tokens are listed once)."""
     unk = unk_token(tj)
     essential = set(essential) | processor_tokens(tj) | ({unk} if unk is not None else set())
-    kept, dropped = choose_tokens(tj, vocab, essential)
-    new, old_to_new = rebuild(tj, kept)
+    base = model_vocab(tj) if base is None else base
+    kept, dropped = choose_tokens(tj, vocab, essential, base=base)
+    new, old_to_new = rebuild(tj, kept, base)
     return drop_precompiled_normalizer(new), old_to_new, dropped
 
 
