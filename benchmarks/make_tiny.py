@@ -10,8 +10,8 @@ Prints per config: bytes and warm build seconds of both; then the warm build med
 over the dev set of both, side by side, with the ratio tinykit/naive; the size ratio; and the
 wall time of whole `tinykit make-tiny <folder>` CLI calls, each beside its floor: a bare
 interpreter importing transformers.modeling_utils (torch and transformers' model base, which
-any model build needs; ~85% of the CLI call on a 2-core box). `--repeat N` builds each config N
-times and keeps each one's fastest build (on a busy machine, to see past other processes).
+any model build needs; ~85% of the CLI call on a 2-core box). `--repeat N` goes over the dev set
+N times and keeps each config's fastest build (on a busy machine, to see past other processes).
 """
 
 from __future__ import annotations
@@ -62,7 +62,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cli-runs", type=int, default=3)
     parser.add_argument(
-        "--repeat", type=int, default=1, help="builds per config; the fastest counts"
+        "--repeat",
+        type=int,
+        default=1,
+        help="rounds over the dev set; each config's fastest counts",
     )
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
@@ -79,14 +82,19 @@ def main() -> None:
         print(
             f"{'config':45s} {'tinykit bytes':>14s} {'s':>6s} | {'naive bytes':>14s} {'s':>6s} | ratio"
         )
-        for folder in folders:
-            name = f"{folder.parent.name}/{folder.name}"
-            builds = [
-                make_tiny(folder, Path(tmp) / "t" / name / str(i)) for i in range(args.repeat)
-            ]
-            naives = [naive(folder, Path(tmp) / "n" / name / str(i)) for i in range(args.repeat)]
-            t = min(builds, key=lambda b: b.seconds)
-            nb, ns, note = min(naives, key=lambda n: n[1])
+        # --repeat rounds over the whole dev set, not N builds of a config in a row: a burst of
+        # load from elsewhere on the machine then slows one build of a config, not all of them
+        builds: dict[str, list] = {}
+        naives: dict[str, list] = {}
+        for round_ in range(args.repeat):
+            for folder in folders:
+                name = f"{folder.parent.name}/{folder.name}"
+                out = Path(tmp) / str(round_) / name
+                builds.setdefault(name, []).append(make_tiny(folder, out / "t"))
+                naives.setdefault(name, []).append(naive(folder, out / "n"))
+        for name in builds:
+            t = min(builds[name], key=lambda b: b.seconds)
+            nb, ns, note = min(naives[name], key=lambda n: n[1])
             ratio = nb / t.bytes if nb else float("nan")
             rows.append((name, t.bytes, t.seconds, nb, ns, ratio, note))
             print(
