@@ -28,7 +28,16 @@ FLOORS: list[set[str]] = [
     {"numerics", "source"},
     {"repro", "distributed", "hub"},
     {"testing", "_child", "_files", "_suggest", "_recipes", "_procs"},
-    {"_devices", "_versions", "errors", "_progress", "_deprecate", "_import_hooks", "_values"},
+    {
+        "_devices",
+        "_versions",
+        "errors",
+        "_progress",
+        "_deprecate",
+        "_import_hooks",
+        "_values",
+        "_configs",
+    },
 ]
 
 # Upward imports tolerated while being moved out: none left (keep it that way).

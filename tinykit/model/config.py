@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tinykit._configs import from_dict
 from tinykit._values import is_int
 from tinykit.errors import ShrinkConstraintError, UnsupportedModelError
 from tinykit.model.layers import LayerPlan
@@ -42,19 +43,6 @@ def config_class(model_type: str) -> type:
             model_type=model_type,
         )
     return CONFIG_MAPPING[model_type]
-
-
-def from_dict(cls: Any, data: dict[str, Any]) -> Any:
-    """`cls.from_dict(data)`, without the one step of transformers' own that buys nothing here:
-    it formats the whole config for an info-level log line whether or not anything logs (a
-    to_json_string that builds a default config to diff against: 3-7 ms a call, 4-6 calls a
-    build). A class with its own from_dict (Gemma 3n's, TimmWrapper's) keeps it."""
-    from transformers import PretrainedConfig
-
-    inherited = getattr(PretrainedConfig.from_dict, "__func__", None)
-    if getattr(cls.from_dict, "__func__", None) is inherited:
-        return cls(**data)
-    return cls.from_dict(data)
 
 
 def load_config(raw: dict[str, Any], remote_code: Path | None = None) -> Any:

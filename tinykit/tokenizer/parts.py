@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tinykit._configs import from_dict
 from tinykit.tokenizer.family import Family
 
 # Config keys that hold special-token ids (the same suffixes the config shrink remaps).
@@ -75,8 +76,8 @@ def config_with_defaults(raw: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(model_type, str) or model_type not in CONFIG_MAPPING:
         return dict(raw)
     try:
-        config = CONFIG_MAPPING[model_type].from_dict(
-            {k: v for k, v in raw.items() if k != "auto_map"}
+        config = from_dict(
+            CONFIG_MAPPING[model_type], {k: v for k, v in raw.items() if k != "auto_map"}
         )
     except Exception:  # transformers raises many kinds on a malformed config: the model build says
         return dict(raw)
